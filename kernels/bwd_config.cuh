@@ -1,0 +1,50 @@
+/* bwd_config.cuh — the compile-time tile configuration every backward kernel is built for:
+ * one row of src/config_table.h plus the element type. Derived shapes live here so the
+ * kernels and their launcher agree on them.
+ */
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "../src/config_table.h"
+#include "smem_tile.cuh"
+#include "warp_layout.cuh"
+
+namespace fb {
+
+template <typename T_, int ARCH_, int HD_, int BM_, int BN_, int ST_, int WS_, int WK_, int WQ_>
+struct BwdConfig {
+    using T = T_;
+    static constexpr int ARCH = ARCH_;    /* config-table class: 80, 86 or 90 */
+    static constexpr int HEAD_DIM = HD_;  /* kernel head dim */
+    static constexpr int BLOCK_M = BM_, BLOCK_N = BN_, STAGES = ST_;
+    static constexpr int NUM_THREADS = FB_NUM_THREADS;
+
+    using TileQ = SmemTile<BM_, HD_>;  /* Q, dO stages */
+    using TileK = SmemTile<BN_, HD_>;  /* K, V (and the dK, dV epilogue) */
+    using TileP = SmemTile<BM_, BN_>;  /* P, dS */
+    using LayoutS = WarpLayout<BM_, BN_, WS_>;  /* S = Q Kᵀ and dP = dO Vᵀ */
+    using LayoutKV = WarpLayout<BN_, HD_, WK_>; /* dV = Pᵀ dO and dK = dSᵀ Q */
+    using LayoutQ = WarpLayout<BM_, HD_, WQ_>;  /* dQ = dS K */
+
+    static constexpr int SMEM_BYTES = FB_SMEM_MAIN_BYTES(BM_, BN_, HD_, ST_);
+    static_assert(SMEM_BYTES == 2 * TileK::BYTES + 2 * ST_ * TileQ::BYTES + 2 * TileP::BYTES +
+                                    2 * ST_ * BM_ * 4,
+                  "config_table.h's shared-memory formula disagrees with the kernel's layout");
+    static_assert(HD_ % 16 == 0 && BM_ % 16 == 0 && BN_ % 16 == 0, "GEMM depths of 16");
+};
+
+/* Whether this compilation pass (__CUDA_ARCH__) carries the body of a row's kernels:
+ * sm_90 rows only in sm_90+ passes, sm_80 rows only in sm_8x passes, sm_86 rows (the small
+ * shared-memory fallback) everywhere. Elsewhere the kernels are empty stubs that
+ * fb_kernel_prepare refuses to run. */
+template <int ARCH> __host__ __device__ constexpr bool arch_compiled()
+{
+#if defined(__CUDA_ARCH__)
+    return ARCH == 90 ? __CUDA_ARCH__ >= 900 : ARCH == 80 ? __CUDA_ARCH__ < 900 : true;
+#else
+    return true;
+#endif
+}
+
+} // namespace fb

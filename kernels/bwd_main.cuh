@@ -1,0 +1,209 @@
+/* bwd_main.cuh — main backward kernel: one CTA per (key block, query head, batch).
+ *
+ * The CTA keeps its BLOCK_N rows of K and V in shared memory and walks the query blocks
+ * that can see them. Per query block m (flash-backward-reference.md §1.1, §1.4):
+ *   S  = Q·Kᵀ,  dP = dO·Vᵀ                         (registers, fp32)
+ *   P  = exp2(S·scale·log2e − LSE·log2e),  dS = P∘(dP − D)   [softcap, ALiBi, masks]
+ *   P, dS → shared memory (16-bit, swizzled)
+ *   dV += Pᵀ·dO,  dK += dSᵀ·Q                      (registers, across all m)
+ *   dQ_m = dS·K  → red.global.add into the fp32 dq_accum chunk of block m
+ * After the loop dK·scale and dV are written (or, with GQA, added into fp32 group sums).
+ * The softmax scale of dQ is applied by the convert kernel.
+ *
+ * Launch: grid (n_blocks, heads_q, batch), FB_NUM_THREADS threads, dynamic shared memory
+ *   Cfg::SMEM_BYTES (raised at plan time).
+ * Pipeline: Q, dO, LSE·log2e and D of a query block travel as one cp.async group into a
+ *   ring of STAGES buffers; exactly one group is committed per iteration, so
+ *   wait_group<STAGES-1> always means "block m has landed".
+ * Shared memory: sK | sV | sQ[STAGES] | sdO[STAGES] | sP | sdS | sLSE[STAGES] | sD[STAGES].
+ * Elsewhere: tiles and swizzle (smem_tile.cuh), warp ownership (warp_layout.cuh), masks
+ *   (mask.cuh), PTX (ptx/), configurations (src/config_table.h).
+ */
+#pragma once
+#include "bwd_config.cuh"
+#include "launch.h"
+#include "mask.cuh"
+#include "ptx/math.cuh"
+#include "seqinfo.cuh"
+#include "tile_io.cuh"
+#include "warp_gemm.cuh"
+
+namespace fb {
+
+constexpr float LOG2E = 1.4426950408889634f;
+
+template <class C>
+__global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bwd_params p)
+{
+    if constexpr (!arch_compiled<C::ARCH>()) {
+        __trap();
+    } else {
+    using T = typename C::T;
+    using TileQ = typename C::TileQ;
+    using TileK = typename C::TileK;
+    using TileP = typename C::TileP;
+    using LS = typename C::LayoutS;
+    using LKV = typename C::LayoutKV;
+    using LQ = typename C::LayoutQ;
+    constexpr int BM = C::BLOCK_M, BN = C::BLOCK_N, HD = C::HEAD_DIM, ST = C::STAGES;
+    constexpr int NT = C::NUM_THREADS;
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    T *sK = reinterpret_cast<T *>(smem);
+    T *sV = sK + TileK::ELEMS;
+    T *sQ = sV + TileK::ELEMS;
+    T *sdO = sQ + ST * TileQ::ELEMS;
+    T *sP = sdO + ST * TileQ::ELEMS;
+    T *sdS = sP + TileP::ELEMS;
+    float *sLSE = reinterpret_cast<float *>(sdS + TileP::ELEMS);
+    float *sD = sLSE + ST * BM;
+
+    const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const SeqInfo si = seq_info<BM, BN>(p, b);
+    const int n0 = n_block * BN;
+    if (n0 >= si.sk) return; /* varlen: this sequence has fewer keys */
+    const int h_kv = h / p.group;
+    const int kv_rows = min(BN, si.sk - n0);
+    const bool gqa = p.group > 1;
+
+    const Mask mask{si.sk, (int64_t)si.sk - si.sq, p.window_left, p.window_right};
+    int m_begin, m_end;
+    mask.m_block_range(n0, BN, BM, si.sq, m_begin, m_end);
+
+    /* Output rows of this key block; computed where used, to keep them out of the loop's
+     * registers. */
+    auto out_rows = [&](void *base, const int64_t *stride) {
+        return static_cast<T *>(base) + b * stride[0] + (si.k_row0 + n0) * stride[1] +
+               h_kv * stride[2];
+    };
+    if (m_begin >= m_end) { /* no query sees these keys: their gradients are zero */
+        if (!gqa) {
+            zero_rows<BN, HD, NT>(out_rows(p.dk, p.dk_stride), p.dk_stride[1], kv_rows,
+                                  p.head_dim, tid);
+            zero_rows<BN, HD, NT>(out_rows(p.dv, p.dv_stride), p.dv_stride[1], kv_rows,
+                                  p.head_dim, tid);
+        }
+        return;
+    }
+
+    const T *gK = static_cast<const T *>(p.k) + b * p.k_stride[0] +
+                  (si.k_row0 + n0) * p.k_stride[1] + h_kv * p.k_stride[2];
+    const T *gV = static_cast<const T *>(p.v) + b * p.v_stride[0] +
+                  (si.k_row0 + n0) * p.v_stride[1] + h_kv * p.v_stride[2];
+    const T *gQ = static_cast<const T *>(p.q) + b * p.q_stride[0] + si.q_row0 * p.q_stride[1] +
+                  h * p.q_stride[2];
+    const T *gdO = static_cast<const T *>(p.dout) + b * p.do_stride[0] +
+                   si.q_row0 * p.do_stride[1] + h * p.do_stride[2];
+    const int64_t ws_q = si.ws_q_row0 + (int64_t)h * p.ws_rows_q; /* this head's row 0 */
+
+    /* Query block m into ring stage s: Q, dO (zero past sq), LSE·log2e and D. */
+    auto load_stage = [&](int m, int s) {
+        const int m0 = m * BM, rows = min(BM, si.sq - m0);
+        cp_async_tile<TileQ, BM, HD, NT>(sQ + s * TileQ::ELEMS, gQ + m0 * p.q_stride[1],
+                                         p.q_stride[1], rows, p.head_dim, tid);
+        cp_async_tile<TileQ, BM, HD, NT>(sdO + s * TileQ::ELEMS, gdO + m0 * p.do_stride[1],
+                                         p.do_stride[1], rows, p.head_dim, tid);
+        cp_async_floats(sLSE + s * BM, p.lse_log2 + ws_q + m0, BM, tid);
+        cp_async_floats(sD + s * BM, p.dpsum + ws_q + m0, BM, tid);
+    };
+
+    cp_async_tile<TileK, BN, HD, NT>(sK, gK, p.k_stride[1], kv_rows, p.head_dim, tid);
+    cp_async_tile<TileK, BN, HD, NT>(sV, gV, p.v_stride[1], kv_rows, p.head_dim, tid);
+    ptx::cp_async_commit();
+#pragma unroll
+    for (int s = 0; s < ST - 1; ++s) {
+        if (m_begin + s < m_end) load_stage(m_begin + s, s);
+        ptx::cp_async_commit(); /* commit even when empty: wait_group counts groups */
+    }
+
+    float slope_log2 = 0.0f; /* ALiBi: bias = -slope·|i + sk - sq - j| */
+    if (p.alibi_slopes)
+        slope_log2 = p.alibi_slopes[b * p.alibi_stride[0] + h * p.alibi_stride[1]] * LOG2E;
+
+    float acc_dk[LKV::MT][LKV::NT][4], acc_dv[LKV::MT][LKV::NT][4];
+    zero(acc_dk);
+    zero(acc_dv);
+
+    for (int m = m_begin, it = 0; m < m_end; ++m, ++it) {
+        const int stage = it % ST;
+        if (m + ST - 1 < m_end) load_stage(m + ST - 1, (it + ST - 1) % ST);
+        ptx::cp_async_commit();
+        ptx::cp_async_wait<ST - 1>();
+        __syncthreads(); /* block m (and K, V) visible to every warp */
+
+        const T *q = sQ + stage * TileQ::ELEMS, *dO = sdO + stage * TileQ::ELEMS;
+        const float *lse = sLSE + stage * BM, *dsum = sD + stage * BM;
+        const int m0 = m * BM;
+
+        float acc_s[LS::MT][LS::NT][4], acc_dp[LS::MT][LS::NT][4];
+        zero(acc_s);
+        warp_gemm<LS, TileQ, TileK, false, false, HD>(acc_s, q, sK, warp, lane);   // S = Q·Kᵀ
+        zero(acc_dp);
+        warp_gemm<LS, TileQ, TileK, false, false, HD>(acc_dp, dO, sV, warp, lane); // dP = dO·Vᵀ
+
+        /* P and dS, element by element; masks only on edge tiles (a uniform branch). */
+        const bool edge = mask.tile_needs_mask(m0, BM, n0, BN);
+#pragma unroll
+        for (int mi = 0; mi < LS::MT; ++mi)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const int r = LS::row0(warp) + 16 * mi + (lane >> 2) + 8 * hr;
+                const float row_lse = lse[r], row_d = dsum[r];
+#pragma unroll
+                for (int nj = 0; nj < LS::NT; ++nj)
+#pragma unroll
+                    for (int e = 2 * hr; e < 2 * hr + 2; ++e) {
+                        const int c = LS::col0(warp) + 8 * nj + 2 * (lane & 3) + (e & 1);
+                        float score, dtanh = 1.0f;
+                        if (p.softcap_on) {
+                            const float t = ptx::tanh_approx(acc_s[mi][nj][e] * p.softcap_inv);
+                            score = t * p.softcap_log2;
+                            dtanh = 1.0f - t * t; /* before masking: 1 - (-inf)^2 is NaN */
+                        } else {
+                            score = acc_s[mi][nj][e] * p.scale_log2;
+                        }
+                        const int64_t i = m0 + r, j = n0 + c;
+                        if (slope_log2 != 0.0f) {
+                            const int64_t dist = i + mask.diag - j;
+                            score -= slope_log2 * (float)(dist < 0 ? -dist : dist);
+                        }
+                        float pv = ptx::ex2_approx(score - row_lse);
+                        if (edge && !mask.visible(i, j)) pv = 0.0f;
+                        acc_s[mi][nj][e] = pv;
+                        acc_dp[mi][nj][e] = pv * (acc_dp[mi][nj][e] - row_d) * dtanh;
+                    }
+            }
+        store_frags<LS, TileP>(sP, acc_s, 1.0f, warp, lane);
+        store_frags<LS, TileP>(sdS, acc_dp, 1.0f, warp, lane);
+        __syncthreads(); /* P and dS visible */
+
+        warp_gemm<LKV, TileP, TileQ, true, true, BM>(acc_dv, sP, dO, warp, lane);  // dV += Pᵀ·dO
+        warp_gemm<LKV, TileP, TileQ, true, true, BM>(acc_dk, sdS, q, warp, lane);  // dK += dSᵀ·Q
+        {
+            float acc_dq[LQ::MT][LQ::NT][4];
+            zero(acc_dq);
+            warp_gemm<LQ, TileP, TileK, false, true, BN>(acc_dq, sdS, sK, warp, lane); // dQ = dS·K
+            red_add_frags<LQ, NT>(p.dq_accum + (ws_q + m0) * HD, acc_dq, 1.0f, tid);
+        }
+        __syncthreads(); /* this stage, P and dS free for reuse */
+    }
+
+    if (gqa) { /* add into the group sums; convert_dkv writes dK, dV */
+        const int64_t chunk = (si.ws_k_row0 + (int64_t)h_kv * p.ws_rows_k + n0) * HD;
+        red_add_frags<LKV, NT>(p.dk_accum + chunk, acc_dk, p.scale, tid);
+        red_add_frags<LKV, NT>(p.dv_accum + chunk, acc_dv, 1.0f, tid);
+        return;
+    }
+    /* Stage dK, dV in the (now free) sK, sV tiles, then write whole 16-byte chunks. */
+    store_frags<LKV, TileK>(sK, acc_dk, p.scale, warp, lane);
+    store_frags<LKV, TileK>(sV, acc_dv, 1.0f, warp, lane);
+    __syncthreads();
+    store_tile<TileK, BN, HD, NT>(out_rows(p.dk, p.dk_stride), p.dk_stride[1], sK, kv_rows,
+                                  p.head_dim, tid);
+    store_tile<TileK, BN, HD, NT>(out_rows(p.dv, p.dv_stride), p.dv_stride[1], sV, kv_rows,
+                                  p.head_dim, tid);
+    }
+}
+
+} // namespace fb

@@ -1,0 +1,97 @@
+/* launch.h — the C interface between the host code (src/) and the CUDA kernels (kernels/).
+ *
+ * src/launch.c fills one fb_bwd_params from the plan and its bound tensors and calls
+ * fb_launch_backward(), which enqueues the preprocess, main and convert kernels with the
+ * grid shapes the plan cached. Plain C, so both gcc and nvcc read it. Nothing here is public.
+ */
+#ifndef FB_KERNELS_LAUNCH_H
+#define FB_KERNELS_LAUNCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Everything the kernels read. Strides are in elements; the last dimension is contiguous.
+ * Varlen: batch strides are 0 and rows are offset by cu_seqlens. */
+typedef struct fb_bwd_params {
+    /* Tensors (device pointers). */
+    const void *q, *k, *v, *o, *dout;
+    const float *lse;
+    void *dq, *dk, *dv;
+    const int32_t *cu_seqlens_q, *cu_seqlens_k, *seqused_q, *seqused_k;
+    const float *alibi_slopes;
+    /* Strides: [0] batch, [1] row (token), [2] head. */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3], do_stride[3];
+    int64_t dq_stride[3], dk_stride[3], dv_stride[3];
+    int64_t lse_stride[3];   /* [0] batch, [1] head, [2] row */
+    int64_t alibi_stride[2]; /* [0] batch (0 = shared by the batch), [1] head */
+
+    /* Workspace regions (fp32), laid out by src/workspace.c. */
+    float *lse_log2;  /* per (b, h) row base: see ws_row_q below */
+    float *dpsum;     /* D = rowsum(dO * O), same indexing */
+    float *dq_accum;  /* rows x kernel_head_dim, fragment-interleaved per m-block */
+    float *dk_accum;  /* GQA only: rows x kernel_head_dim, per n-block */
+    float *dv_accum;  /* GQA only */
+    float *zero_begin;      /* region the preprocess zeroes (all fp32 accumulators) */
+    int64_t zero_floats;    /* its length, a multiple of 4 */
+
+    /* Sizes. */
+    int32_t batch, heads_q, heads_kv, group; /* group = heads_q / heads_kv */
+    int32_t seqlen_q, seqlen_k;              /* maxima when varlen */
+    int32_t head_dim;                        /* real head dim (<= kernel head dim) */
+    int32_t varlen;
+    int64_t total_q, total_k;                /* packed rows when varlen */
+    int64_t ws_rows_q;  /* rows per head of the q-side workspace: padded Sq or varlen TQ */
+    int64_t ws_rows_k;  /* rows per head of the k-side GQA accumulators */
+
+    /* Math. */
+    float scale;          /* softmax scale sigma; the final factor of dQ and dK */
+    float scale_log2;     /* sigma * log2(e) (no softcap) */
+    float softcap_inv;    /* sigma / softcap (softcap on) */
+    float softcap_log2;   /* softcap * log2(e) (softcap on) */
+    int32_t softcap_on;
+    int32_t window_left;  /* keys left of the diagonal, -1 = unbounded */
+    int32_t window_right; /* keys right of the diagonal, -1 = unbounded (causal gives 0) */
+    int32_t deterministic;
+} fb_bwd_params;
+
+/* One launch: grid, block and dynamic shared memory, cached by the plan. */
+typedef struct fb_launch_dims {
+    int32_t grid[3];
+    int32_t block[3];
+    int32_t smem_bytes;
+} fb_launch_dims;
+
+/* The plan's launch table. */
+typedef struct fb_launch_table {
+    int32_t kernel_index;   /* index into the compiled kernel registry */
+    int32_t num_launches;   /* 3, or 4 with GQA */
+    fb_launch_dims launch[4];
+} fb_launch_table;
+
+/* Key of one compiled main-kernel variant: a config-table row and a dtype. */
+typedef struct fb_kernel_key {
+    int32_t dtype;  /* FLASHBWD_DTYPE_* */
+    int32_t arch;   /* config-table ARCH column */
+    int32_t head_dim;
+} fb_kernel_key;
+
+/* Find the compiled variant for key; returns its index, or -1 if this build lacks it. */
+int fb_kernel_find(const fb_kernel_key *key);
+
+/* Prepare a variant on the current device: raise its dynamic shared-memory limit to
+ * smem_bytes. Returns a cudaError_t value (0 = success). */
+int fb_kernel_prepare(int kernel_index, int smem_bytes);
+
+/* Enqueue the whole backward pass. Returns a cudaError_t value (0 = success). Never
+ * allocates, never synchronizes. */
+int fb_launch_backward(const fb_bwd_params *params, const fb_launch_table *table, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FB_KERNELS_LAUNCH_H */

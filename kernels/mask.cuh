@@ -1,0 +1,50 @@
+/* mask.cuh — which (query, key) pairs a row may attend to, in sequence coordinates.
+ *
+ * Query i sees key j iff j < sk, and, with a window, i + diag - left <= j <= i + diag + right
+ * where diag = sk - sq (bottom-right alignment; causal is right = 0). -1 means unbounded.
+ * The main kernel asks tile_needs_mask once per tile (a uniform branch) and visible() per
+ * element only for the tiles on an edge.
+ */
+#pragma once
+#include <stdint.h>
+
+namespace fb {
+
+struct Mask {
+    int sk;
+    int64_t diag;
+    int left, right; /* -1 = unbounded */
+
+    __device__ __forceinline__ bool visible(int64_t i, int64_t j) const
+    {
+        return j < sk && (right < 0 || j <= i + diag + right) && (left < 0 || j >= i + diag - left);
+    }
+
+    /* Whether some pair of rows [m0, m0+bm) x keys [n0, n0+bn) is masked. Rows past sq need
+     * no mask: their LSE is +inf, so P = 0 there. */
+    __device__ __forceinline__ bool tile_needs_mask(int64_t m0, int bm, int64_t n0, int bn) const
+    {
+        return n0 + bn > sk || (right >= 0 && n0 + bn - 1 > m0 + diag + right) ||
+               (left >= 0 && n0 < m0 + bm - 1 + diag - left);
+    }
+
+    /* Query blocks [begin, end) that see at least one key of [n0, n0+bn). */
+    __device__ __forceinline__ void m_block_range(int64_t n0, int bn, int bm, int sq, int &begin,
+                                                  int &end) const
+    {
+        int64_t lo = 0, hi = ((int64_t)sq + bm - 1) / bm;
+        if (right >= 0) { /* first row whose right edge reaches n0 */
+            const int64_t first = n0 - diag - right;
+            if (first > 0) lo = first / bm;
+        }
+        if (left >= 0) { /* last row whose left edge still reaches the block's last key */
+            const int64_t last = n0 + bn - 1 - diag + left;
+            const int64_t e = last < 0 ? 0 : last / bm + 1;
+            if (e < hi) hi = e;
+        }
+        begin = (int)lo;
+        end = (int)(hi > lo ? hi : lo);
+    }
+};
+
+} // namespace fb

@@ -1,0 +1,65 @@
+/* registry.cuh — one compiled variant of the backward: a config-table row and a dtype,
+ * with its launcher. kernels/inst/ builds the entries; launch.cu looks them up.
+ */
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "bwd_main.cuh"
+#include "bwd_prepost.cuh"
+#include "flashbwd.h"
+#include "launch.h"
+
+namespace fb {
+
+struct KernelEntry {
+    fb_kernel_key key;
+    const void *main_fn; /* the main kernel, for cudaFuncSetAttribute */
+    cudaError_t (*launch)(const fb_bwd_params &, const fb_launch_table &, cudaStream_t);
+};
+
+/* Enqueue the launches of the plan's table, in order, checking each. */
+template <class C>
+cudaError_t launch_backward(const fb_bwd_params &p, const fb_launch_table &t, cudaStream_t s)
+{
+    auto dims = [&](int i, dim3 &g, dim3 &b) {
+        g = dim3(t.launch[i].grid[0], t.launch[i].grid[1], t.launch[i].grid[2]);
+        b = dim3(t.launch[i].block[0], t.launch[i].block[1], t.launch[i].block[2]);
+    };
+    dim3 g, b;
+    cudaError_t err;
+    dims(FLASHBWD_LAUNCH_PREPROCESS, g, b);
+    bwd_preprocess_kernel<C><<<g, b, 0, s>>>(p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    dims(FLASHBWD_LAUNCH_MAIN, g, b);
+    bwd_main_kernel<C><<<g, b, t.launch[FLASHBWD_LAUNCH_MAIN].smem_bytes, s>>>(p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    dims(FLASHBWD_LAUNCH_CONVERT_DQ, g, b);
+    bwd_convert_dq_kernel<C><<<g, b, 0, s>>>(p);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if (t.num_launches > FLASHBWD_LAUNCH_CONVERT_DKV) {
+        dims(FLASHBWD_LAUNCH_CONVERT_DKV, g, b);
+        bwd_convert_dkv_kernel<C><<<g, b, 0, s>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
+    return cudaSuccess;
+}
+
+/* The entry of row (ARCH, HD, ...) if HD is the head dim this file instantiates, else an
+ * empty entry; `if constexpr` keeps the other head dims from being compiled here. */
+template <int WANT_HD, typename T, int ARCH, int HD, int BM, int BN, int ST, int WS, int WK,
+          int WQ>
+KernelEntry entry_if(int32_t dtype)
+{
+    if constexpr (HD == WANT_HD) {
+        using C = BwdConfig<T, ARCH, HD, BM, BN, ST, WS, WK, WQ>;
+        return KernelEntry{{dtype, ARCH, HD}, (const void *)bwd_main_kernel<C>,
+                           launch_backward<C>};
+    } else {
+        return KernelEntry{{0, 0, 0}, nullptr, nullptr};
+    }
+}
+
+} // namespace fb
+
+/* Each kernels/inst/hdNN.cu defines one of these: its entries, and how many. */
+#define FB_DECLARE_ENTRIES(hd) int fb_entries_hd##hd(const fb::KernelEntry **out);

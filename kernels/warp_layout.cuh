@@ -1,0 +1,43 @@
+/* warp_layout.cuh — which part of a GEMM's output tile each warp and lane owns.
+ *
+ * The 8 warps of a CTA split an M x N output as WM warps along M by 8/WM along N; warp w
+ * owns the contiguous block rows [wm*TM, +TM), columns [wn*TN, +TN) with wm = w % WM and
+ * wn = w / WM. Inside it the warp holds MT x NT mma tiles of 16 x 8, so accumulator
+ * register i = (mi*NT + nj)*4 + e of a lane sits at
+ *   row = wm*TM + 16*mi + lane/4 + 8*(e/2),  col = wn*TN + 8*nj + 2*(lane%4) + e%2.
+ * The main kernel (writing fp32 partial sums) and the convert kernels (reading them back)
+ * both use this one mapping, so the fp32 accumulator layout stays private and coalesced.
+ */
+#pragma once
+
+namespace fb {
+
+template <int M, int N, int WM> struct WarpLayout {
+    static constexpr int WN = 8 / WM;
+    static constexpr int TM = M / WM, TN = N / WN; /* per-warp extent */
+    static constexpr int MT = TM / 16, NT = TN / 8; /* mma tiles per warp */
+    static constexpr int REGS = MT * NT * 4;        /* accumulator floats per lane */
+    static_assert(WM * WN == 8, "8 warps");
+    static_assert(TM % 16 == 0 && TN % 16 == 0, "per-warp extents must be multiples of 16");
+
+    __device__ static __forceinline__ int row0(int warp) { return (warp % WM) * TM; }
+    __device__ static __forceinline__ int col0(int warp) { return (warp / WM) * TN; }
+
+    /* Row and column of accumulator register i of (warp, lane). */
+    __device__ static __forceinline__ void coord(int warp, int lane, int i, int &row, int &col)
+    {
+        const int tile = i / 4, e = i % 4, mi = tile / NT, nj = tile % NT;
+        row = row0(warp) + 16 * mi + (lane >> 2) + 8 * (e >> 1);
+        col = col0(warp) + 8 * nj + 2 * (lane & 3) + (e & 1);
+    }
+};
+
+/* Position of accumulator register i of thread t in a fragment-interleaved fp32 chunk:
+ * groups of four registers are 16 bytes apart between neighbouring threads, so a warp's
+ * vector reduction covers 512 contiguous bytes. */
+template <int THREADS> __device__ __forceinline__ int accum_index(int t, int i)
+{
+    return (i >> 2) * (THREADS * 4) + t * 4 + (i & 3);
+}
+
+} // namespace fb

@@ -1,0 +1,52 @@
+/* config_table.h — the one table of main-kernel tile configurations, per architecture.
+ *
+ * Plain C macros, included by src/config.c (to pick a row and size a plan) and by the CUDA
+ * instantiation files in kernels/inst/ (to compile exactly these rows). A row is chosen by
+ * the device's architecture class and the kernel head dim (head_dim rounded up onto 64,
+ * 128, ...). Every row must fit its architecture's opt-in shared memory; the planning tests
+ * check that for every row.
+ *
+ * Columns:
+ *   ARCH   architecture class: 80 (A100), 86 (sm_86/sm_89), 90 (H100/H200)
+ *   HD     kernel head dim: tensors with head_dim <= HD run here, columns >= head_dim off
+ *   BM     query rows per main-loop step (BLOCK_M)
+ *   BN     key rows per CTA (BLOCK_N)
+ *   ST     pipeline stages of the Q/dO/LSE/D ring
+ *   WS     warps along M of the S and dP GEMMs (the other 8/WS go along N)
+ *   WK     warps along N of the dK and dV GEMMs (the other 8/WK go along head dim)
+ *   WQ     warps along M of the dQ GEMM (the other 8/WQ go along head dim)
+ * Constraints (checked by static_assert in the kernel): every per-warp extent is a multiple
+ * of 16, and the shared memory below fits the architecture.
+ */
+#ifndef FB_CONFIG_TABLE_H
+#define FB_CONFIG_TABLE_H
+
+#define FB_NUM_WARPS   8
+#define FB_NUM_THREADS (FB_NUM_WARPS * 32)
+
+/* Opt-in shared memory per block, bytes (CUDA programming guide, compute capabilities). */
+#define FB_SMEM_LIMIT_SM80 166912 /* A100: 163 KB */
+#define FB_SMEM_LIMIT_SM86 101376 /* sm_86, sm_89: 99 KB */
+#define FB_SMEM_LIMIT_SM90 232448 /* H100, H200: 227 KB */
+
+/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ */
+#define FB_CONFIG_TABLE(X)                                                              \
+    X(80,  64, 128, 128, 2,  4,  4,  4) /* 162 KB; fewer dQ atomics than BN 64 */       \
+    X(80, 128,  64, 128, 2,  2,  4,  2) /* 161 KB                                  */   \
+    X(86,  64,  64, 128, 2,  2,  4,  2) /*  97 KB                                  */   \
+    X(86, 128,  64,  64, 1,  2,  4,  2) /*  81 KB: one stage to fit 99 KB          */   \
+    X(90,  64, 128, 128, 2,  4,  4,  4) /* 162 KB                                  */   \
+    X(90, 128,  64, 128, 2,  2,  4,  2) /* 161 KB                                  */
+
+/* Shared memory of the main kernel, bytes, in the order the kernel lays it out:
+ * K and V (BN x HD, 16-bit), then ST stages of Q and dO (BM x HD), then P and dS (BM x BN),
+ * then ST stages of the fp32 row statistics LSE*log2(e) and D (BM floats each). */
+#define FB_SMEM_KV_BYTES(bm, bn, hd, st)    (2 * (bn) * (hd) * 2)
+#define FB_SMEM_QDO_BYTES(bm, bn, hd, st)   ((st) * 2 * (bm) * (hd) * 2)
+#define FB_SMEM_PDS_BYTES(bm, bn, hd, st)   (2 * (bm) * (bn) * 2)
+#define FB_SMEM_STATS_BYTES(bm, bn, hd, st) ((st) * 2 * (bm) * 4)
+#define FB_SMEM_MAIN_BYTES(bm, bn, hd, st)                                             \
+    (FB_SMEM_KV_BYTES(bm, bn, hd, st) + FB_SMEM_QDO_BYTES(bm, bn, hd, st) +            \
+     FB_SMEM_PDS_BYTES(bm, bn, hd, st) + FB_SMEM_STATS_BYTES(bm, bn, hd, st))
+
+#endif /* FB_CONFIG_TABLE_H */

@@ -1,0 +1,153 @@
+/* device.c — the per-device property cache and the only CUDA runtime calls of planning.
+ *
+ * Properties are read once per device per process under a lock (thread-safe), so plan
+ * creation after the first costs no CUDA query. The kernels' dynamic shared-memory limit is
+ * raised here too, once per (device, kernel), on the plan's device with the caller's
+ * current device restored afterwards.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "internal.h"
+
+#ifdef FB_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define FB_MAX_DEVICES 64
+#define FB_MAX_KERNELS 64
+
+typedef struct device_entry {
+    int ready;
+    fb_device_props props;
+    int32_t raised_smem[FB_MAX_KERNELS]; /* dynamic smem limit already set per kernel */
+} device_entry;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static device_entry cache[FB_MAX_DEVICES];
+static atomic_llong query_count;
+
+int64_t fb_device_query_count(void) { return (int64_t)atomic_load(&query_count); }
+
+#ifdef FB_WITH_CUDA
+
+/* Map a runtime error to a status; "no driver" and "no device" become NO_DEVICE. */
+static int32_t cuda_fail(flashbwd_plan *plan, cudaError_t err, const char *call)
+{
+    if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
+        err == cudaErrorStubLibrary)
+        return fb_fail(plan, FLASHBWD_ERR_NO_DEVICE, "%s failed: %s (%s)", call,
+                       cudaGetErrorName(err), cudaGetErrorString(err));
+    return fb_fail(plan, FLASHBWD_ERR_CUDA, "%s failed: %s (%s)", call, cudaGetErrorName(err),
+                   cudaGetErrorString(err));
+}
+
+static int32_t query(flashbwd_plan *plan, int32_t ordinal, fb_device_props *out)
+{
+    int count = 0;
+    cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) return cuda_fail(plan, err, "cudaGetDeviceCount");
+    FB_FAIL_IF(plan, count == 0, FLASHBWD_ERR_NO_DEVICE, "no CUDA device is visible");
+    FB_FAIL_IF(plan, ordinal >= count, FLASHBWD_ERR_INVALID_VALUE,
+               "problem.device = %d, but only %d CUDA device(s) are visible", ordinal, count);
+    FB_FAIL_IF(plan, ordinal >= FB_MAX_DEVICES, FLASHBWD_ERR_NOT_SUPPORTED,
+               "problem.device = %d; flashbwd supports device ordinals below %d", ordinal,
+               FB_MAX_DEVICES);
+    int major = 0, minor = 0, sms = 0, smem = 0;
+    atomic_fetch_add(&query_count, 1);
+    if ((err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal)) ||
+        (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal)) ||
+        (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal)) ||
+        (err = cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, ordinal)))
+        return cuda_fail(plan, err, "cudaDeviceGetAttribute");
+    out->arch = major * 10 + minor;
+    out->sm_count = sms;
+    out->smem_per_block = smem;
+    return FLASHBWD_OK;
+}
+
+int32_t fb_device_get(flashbwd_plan *plan, int32_t ordinal, fb_device_props *out)
+{
+    FB_FAIL_IF(plan, ordinal < 0, FLASHBWD_ERR_INVALID_VALUE, "device ordinal %d < 0", ordinal);
+    pthread_mutex_lock(&cache_lock);
+    int32_t status = FLASHBWD_OK;
+    if (ordinal < FB_MAX_DEVICES && cache[ordinal].ready) {
+        *out = cache[ordinal].props;
+    } else {
+        status = query(plan, ordinal, out);
+        if (status == FLASHBWD_OK) {
+            cache[ordinal].props = *out;
+            cache[ordinal].ready = 1;
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return status;
+}
+
+int32_t fb_device_prepare_kernel(flashbwd_plan *plan, int32_t ordinal, int kernel_index,
+                                 int smem_bytes)
+{
+    FB_FAIL_IF(plan, kernel_index < 0 || kernel_index >= FB_MAX_KERNELS ||
+                         ordinal < 0 || ordinal >= FB_MAX_DEVICES,
+               FLASHBWD_ERR_INTERNAL, "kernel index %d or device %d out of range",
+               kernel_index, ordinal);
+    pthread_mutex_lock(&cache_lock);
+    int32_t status = FLASHBWD_OK;
+    if (cache[ordinal].raised_smem[kernel_index] < smem_bytes) {
+        int current = 0;
+        cudaError_t err = cudaGetDevice(&current);
+        if (err != cudaSuccess) {
+            status = cuda_fail(plan, err, "cudaGetDevice");
+        } else if (current != ordinal && (err = cudaSetDevice(ordinal)) != cudaSuccess) {
+            status = cuda_fail(plan, err, "cudaSetDevice");
+        } else {
+            err = (cudaError_t)fb_kernel_prepare(kernel_index, smem_bytes);
+            if (err != cudaSuccess)
+                status = cuda_fail(plan, err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+            else
+                cache[ordinal].raised_smem[kernel_index] = smem_bytes;
+            if (current != ordinal) {
+                cudaError_t back = cudaSetDevice(current);
+                if (back != cudaSuccess && status == FLASHBWD_OK)
+                    status = cuda_fail(plan, back, "cudaSetDevice (restoring the caller's)");
+            }
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return status;
+}
+
+int32_t fb_device_check_current(flashbwd_plan *plan, int32_t ordinal)
+{
+    int current = -1;
+    cudaError_t err = cudaGetDevice(&current);
+    if (err != cudaSuccess) return cuda_fail(plan, err, "cudaGetDevice");
+    FB_FAIL_IF(plan, current != ordinal, FLASHBWD_ERR_WRONG_DEVICE,
+               "the current CUDA device is %d, but the plan was created for device %d",
+               current, ordinal);
+    return FLASHBWD_OK;
+}
+
+#else /* !FB_WITH_CUDA: a CPU-only build */
+
+int32_t fb_device_get(flashbwd_plan *plan, int32_t ordinal, fb_device_props *out)
+{
+    (void)ordinal, (void)out;
+    return fb_fail(plan, FLASHBWD_ERR_NOT_SUPPORTED,
+                   "this flashbwd was built without CUDA; use FLASHBWD_BACKEND_CPU");
+}
+
+int32_t fb_device_prepare_kernel(flashbwd_plan *plan, int32_t ordinal, int kernel_index,
+                                 int smem_bytes)
+{
+    (void)ordinal, (void)kernel_index, (void)smem_bytes;
+    return fb_fail(plan, FLASHBWD_ERR_NOT_SUPPORTED, "this flashbwd was built without CUDA");
+}
+
+int32_t fb_device_check_current(flashbwd_plan *plan, int32_t ordinal)
+{
+    (void)ordinal;
+    return fb_fail(plan, FLASHBWD_ERR_NOT_SUPPORTED, "this flashbwd was built without CUDA");
+}
+
+#endif

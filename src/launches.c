@@ -1,0 +1,40 @@
+/* launches.c — the grid and block shape of every kernel execute enqueues, computed once at
+ * plan time from the problem and the chosen configuration (flashbwd_plan_info reports them).
+ *
+ *   preprocess   (m_blocks, heads_q, batch)   one CTA per query block: D, LSE*log2(e), zeroing
+ *   main         (n_blocks, heads_q, batch)   one CTA per key block: dK, dV, dQ partials
+ *   convert dQ   (m_blocks, heads_q, batch)
+ *   convert dKV  (n_blocks, heads_kv, batch)  GQA only
+ * With varlen, m_blocks and n_blocks cover the longest sequence; CTAs past a sequence's
+ * end return at once.
+ */
+#include "config_table.h"
+#include "internal.h"
+
+static void set(fb_launch_dims *l, int64_t gx, int64_t gy, int64_t gz, int smem)
+{
+    l->grid[0] = (int32_t)gx, l->grid[1] = (int32_t)gy, l->grid[2] = (int32_t)gz;
+    l->block[0] = FB_NUM_THREADS, l->block[1] = 1, l->block[2] = 1;
+    l->smem_bytes = smem;
+}
+
+int32_t fb_launches_plan(flashbwd_plan *plan)
+{
+    const fb_problem_norm *p = &plan->prob;
+    fb_launch_table *t = &plan->launches;
+    const int64_t m_blocks = fb_cdiv(p->seqlen_q, plan->config.block_m);
+    const int64_t n_blocks = fb_cdiv(p->seqlen_k, plan->config.block_n);
+    FB_FAIL_IF(plan, m_blocks > INT32_MAX || n_blocks > INT32_MAX, FLASHBWD_ERR_OVERFLOW,
+               "too many blocks for a CUDA grid (seqlen_q %lld, seqlen_k %lld)",
+               (long long)p->seqlen_q, (long long)p->seqlen_k);
+    set(&t->launch[FLASHBWD_LAUNCH_PREPROCESS], m_blocks, p->heads_q, p->batch, 0);
+    set(&t->launch[FLASHBWD_LAUNCH_MAIN], n_blocks, p->heads_q, p->batch,
+        plan->config.smem_bytes);
+    set(&t->launch[FLASHBWD_LAUNCH_CONVERT_DQ], m_blocks, p->heads_q, p->batch, 0);
+    t->num_launches = 3;
+    if (p->heads_kv != p->heads_q) {
+        set(&t->launch[FLASHBWD_LAUNCH_CONVERT_DKV], n_blocks, p->heads_kv, p->batch, 0);
+        t->num_launches = 4;
+    }
+    return FLASHBWD_OK;
+}
