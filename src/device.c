@@ -17,6 +17,7 @@
 #define FB_MAX_DEVICES 64
 #define FB_MAX_KERNELS 64
 
+#ifdef FB_WITH_CUDA /* a CPU-only build has no device to cache */
 typedef struct device_entry {
     int ready;
     fb_device_props props;
@@ -25,6 +26,7 @@ typedef struct device_entry {
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static device_entry cache[FB_MAX_DEVICES];
+#endif
 static atomic_llong query_count;
 
 int64_t fb_device_query_count(void) { return (int64_t)atomic_load(&query_count); }
@@ -148,6 +150,14 @@ int32_t fb_device_check_current(flashbwd_plan *plan, int32_t ordinal)
 {
     (void)ordinal;
     return fb_fail(plan, FLASHBWD_ERR_NOT_SUPPORTED, "this flashbwd was built without CUDA");
+}
+
+/* kernels/launch.cu is not compiled: no variant exists (plan.c only asks for real devices,
+ * which fb_device_get already refused, but the symbol must link). */
+int fb_kernel_find(const fb_kernel_key *key)
+{
+    (void)key;
+    return -1;
 }
 
 #endif
