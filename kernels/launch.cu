@@ -73,7 +73,8 @@ extern "C" int fb_kernel_prepare(int kernel_index, int smem_bytes)
         cudaFuncAttributes attr;
         cudaError_t err = cudaFuncGetAttributes(&attr, e.main_fn);
         if (err != cudaSuccess) return (int)err;
-        if (attr.ptxVersion < e.key.arch) return (int)cudaErrorNoKernelImageForDevice;
+        const int needed = e.key.arch == 90 ? 90 : 80;
+        if (attr.ptxVersion < needed) return (int)cudaErrorNoKernelImageForDevice;
         return (int)cudaFuncSetAttribute(e.main_fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          smem_bytes);
     } catch (...) {

@@ -1,4 +1,5 @@
 /* common.c — random problems and the fp64 reference of the tests (see common.h). */
+#define _POSIX_C_SOURCE 200809L
 #include "common.h"
 
 #include <math.h>
@@ -6,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <unistd.h>
 
 /* --- Random numbers -------------------------------------------------------------------- */
@@ -302,6 +305,58 @@ static void alloc_tensor(ttensor *t, size_t elems, size_t esz)
     t->data = calloc(elems ? elems : 1, esz);
 }
 
+/* The reference runs its (batch, head) tasks on a few threads: the GPU suite's largest
+ * cases would otherwise dominate its run time. Backward tasks own a kv head and walk its
+ * query-head group in order, so the group sums are deterministic. */
+typedef struct ref_job {
+    const tcase *tc;
+    tdata *td;
+    const dbl *x;
+    int phase; /* 0 forward, 1 backward */
+    atomic_llong next;
+} ref_job;
+
+static void *ref_worker(void *arg)
+{
+    ref_job *job = arg;
+    const tcase *tc = job->tc;
+    tdata *td = job->td;
+    int64_t maxq = 1, maxk = 1;
+    for (int64_t b = 0; b < tc->batch; ++b) {
+        if (td->len_q[b] > maxq) maxq = td->len_q[b];
+        if (td->len_k[b] > maxk) maxk = td->len_k[b];
+    }
+    double *S = malloc(sizeof(double) * (size_t)(maxq * maxk));
+    double *S2 = malloc(sizeof(double) * (size_t)(maxq * maxk));
+    double *o = malloc(sizeof(double) * (size_t)tc->head_dim);
+    const int64_t heads = job->phase ? tc->heads_kv : tc->heads_q;
+    const int64_t group = tc->heads_q / tc->heads_kv;
+    for (;;) {
+        const int64_t task = atomic_fetch_add(&job->next, 1);
+        if (task >= tc->batch * heads) break;
+        const int64_t b = task / heads, h = task % heads;
+        if (job->phase == 0) forward_head(tc, td, job->x, b, h, S, o);
+        else
+            for (int64_t g = 0; g < group; ++g) backward_head(tc, td, job->x, b, h * group + g, S, S2);
+    }
+    free(S), free(S2), free(o);
+    return NULL;
+}
+
+static void run_parallel(ref_job *job)
+{
+    enum { MAX_THREADS = 16 };
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    pthread_t th[MAX_THREADS];
+    int started = 0;
+    for (long i = 0; i < n; ++i)
+        if (pthread_create(&th[started], NULL, ref_worker, job) == 0) ++started;
+    if (started == 0) ref_worker(job);
+    for (int i = 0; i < started; ++i) pthread_join(th[i], NULL);
+}
+
 int tdata_make(const tcase *tc, tdata *td, uint64_t seed)
 {
     memset(td, 0, sizeof *td);
@@ -382,22 +437,14 @@ int tdata_make(const tcase *tc, tdata *td, uint64_t seed)
     td->ref_dq = calloc(nq ? nq : 1, sizeof(double));
     td->ref_dk = calloc(nk ? nk : 1, sizeof(double));
     td->ref_dv = calloc(nk ? nk : 1, sizeof(double));
-    int64_t maxq = 1, maxk = 1;
-    for (int64_t b = 0; b < B; ++b) {
-        if (td->len_q[b] > maxq) maxq = td->len_q[b];
-        if (td->len_k[b] > maxk) maxk = td->len_k[b];
-    }
-    double *S = malloc(sizeof(double) * (size_t)(maxq * maxk));
-    double *S2 = malloc(sizeof(double) * (size_t)(maxq * maxk));
-    double *o = malloc(sizeof(double) * (size_t)d);
     dbl x = {to_double(tc, td, FLASHBWD_TENSOR_Q), to_double(tc, td, FLASHBWD_TENSOR_K),
              to_double(tc, td, FLASHBWD_TENSOR_V), NULL, to_double(tc, td, FLASHBWD_TENSOR_DO)};
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < tc->heads_q; ++h) forward_head(tc, td, &x, b, h, S, o);
+    ref_job job = {tc, td, &x, 0, 0};
+    run_parallel(&job); /* forward: one task per (batch, query head) */
     x.o = to_double(tc, td, FLASHBWD_TENSOR_O); /* the 16-bit O the library sees */
-    for (int64_t b = 0; b < B; ++b)
-        for (int64_t h = 0; h < tc->heads_q; ++h) backward_head(tc, td, &x, b, h, S, S2);
-    free(S), free(S2), free(o);
+    job.phase = 1;
+    atomic_store(&job.next, 0);
+    run_parallel(&job); /* backward: one task per (batch, kv head), its group in order */
     free(x.q), free(x.k), free(x.v), free(x.o), free(x.dout);
     return 0;
 }

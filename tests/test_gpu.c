@@ -1,1 +1,340 @@
-int main(void){return 0;}
+/* test_gpu.c — the CUDA backend against the fp64 reference (and the CPU backend) on fresh
+ * random inputs, over dtype x head_dim x causal x GQA x sequence lengths, plus features
+ * (window, softcap, ALiBi, varlen, strides, -inf LSE rows) and CUDA-graph capture.
+ *
+ * Outputs are poisoned (all bits set = NaN) before every call and every element of the
+ * valid region must be written and finite. Where there is no GPU every test reports
+ * SKIPPED. FLASHBWD_GPU_QUICK=1 runs a small subset (for compute-sanitizer).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "common.h"
+
+#ifdef FB_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#define CUDA_OK(call)                                                                    \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) fail_msg("%s: %s", #call, cudaGetErrorString(e_));       \
+    } while (0)
+
+static int have_gpu(void)
+{
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+static int quick(void) { return getenv("FLASHBWD_GPU_QUICK") != NULL; }
+
+/* Device copies of a case's tensors. */
+typedef struct dev {
+    void *ptr[FLASHBWD_TENSOR_COUNT];
+    void *ws;
+    size_t ws_bytes;
+} dev;
+
+static size_t elem_bytes(int id)
+{
+    return (id >= FLASHBWD_TENSOR_Q && id <= FLASHBWD_TENSOR_DV && id != FLASHBWD_TENSOR_LSE) ? 2 : 4;
+}
+
+static int is_output(int id)
+{
+    return id == FLASHBWD_TENSOR_DQ || id == FLASHBWD_TENSOR_DK || id == FLASHBWD_TENSOR_DV;
+}
+
+static void dev_upload(const tdata *td, dev *d)
+{
+    memset(d, 0, sizeof *d);
+    for (int id = 1; id < FLASHBWD_TENSOR_COUNT; ++id) {
+        const ttensor *t = &td->t[id];
+        if (!t->data) continue;
+        const size_t bytes = t->elems * elem_bytes(id);
+        CUDA_OK(cudaMalloc(&d->ptr[id], bytes));
+        if (is_output(id)) CUDA_OK(cudaMemset(d->ptr[id], 0xff, bytes)); /* poison: NaN */
+        else CUDA_OK(cudaMemcpy(d->ptr[id], t->data, bytes, cudaMemcpyHostToDevice));
+    }
+}
+
+static void dev_download(tdata *td, const dev *d)
+{
+    for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id)
+        CUDA_OK(cudaMemcpy(td->t[id].data, d->ptr[id], td->t[id].elems * 2, cudaMemcpyDeviceToHost));
+}
+
+static void dev_free(dev *d)
+{
+    for (int id = 0; id < FLASHBWD_TENSOR_COUNT; ++id) CUDA_OK(cudaFree(d->ptr[id]));
+    CUDA_OK(cudaFree(d->ws));
+}
+
+/* Create a CUDA plan for tc and bind d's tensors and a workspace. */
+static flashbwd_plan *gpu_plan(const tcase *tc, const tdata *td, dev *d)
+{
+    flashbwd_problem p = tcase_problem(tc, FLASHBWD_BACKEND_CUDA);
+    flashbwd_plan *plan = NULL;
+    const int32_t st = flashbwd_plan_create(&p, &plan);
+    if (st != FLASHBWD_OK) fail_msg("%s: plan_create: %s", tc->name, flashbwd_last_error());
+    assert_int_equal(tdata_bind(tc, td, plan, d->ptr), FLASHBWD_OK);
+    assert_int_equal(flashbwd_plan_workspace_size(plan, &d->ws_bytes), FLASHBWD_OK);
+    CUDA_OK(cudaMalloc(&d->ws, d->ws_bytes ? d->ws_bytes : 256));
+    /* Garbage in the workspace: the kernels must not rely on it being zero. */
+    CUDA_OK(cudaMemset(d->ws, 0x7f, d->ws_bytes ? d->ws_bytes : 256));
+    assert_int_equal(flashbwd_plan_set_workspace(plan, d->ws, d->ws_bytes), FLASHBWD_OK);
+    return plan;
+}
+
+/* Errors of dQ, dK, dV against fp64; fails on a NaN/Inf or an error over the bound. */
+static void check_outputs(const tcase *tc, const tdata *td, const char *what)
+{
+    const double bound = tc->dtype == FLASHBWD_DTYPE_BF16 ? 1e-2 : 3e-3;
+    const int ids[3] = {FLASHBWD_TENSOR_DQ, FLASHBWD_TENSOR_DK, FLASHBWD_TENSOR_DV};
+    double err[3];
+    int64_t bad[3];
+    for (int i = 0; i < 3; ++i) err[i] = tdata_error(tc, td, ids[i], &bad[i]);
+    printf("    %-40s %s dQ %.2e dK %.2e dV %.2e%s\n", tc->name, what, err[0], err[1], err[2],
+           bad[0] + bad[1] + bad[2] ? "  NaN/Inf!" : "");
+    fflush(stdout);
+    const char *names[3] = {"dQ", "dK", "dV"};
+    for (int i = 0; i < 3; ++i) {
+        if (bad[i]) fail_msg("%s: %s has %lld NaN/Inf elements (unwritten or overflow)", tc->name,
+                             names[i], (long long)bad[i]);
+        if (!(err[i] <= bound)) fail_msg("%s: %s rel error %.3e > %.1e", tc->name, names[i], err[i], bound);
+    }
+}
+
+/* One case end to end on the GPU. */
+static void run_case(const tcase *tc)
+{
+    tdata td;
+    assert_int_equal(tdata_make(tc, &td, test_seed() ^ (uint64_t)(tc->seqlen_q * 131 + tc->seqlen_k)), 0);
+    dev d;
+    dev_upload(&td, &d);
+    flashbwd_plan *plan = gpu_plan(tc, &td, &d);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreate(&stream));
+    const int32_t st = flashbwd_execute(plan, stream);
+    if (st != FLASHBWD_OK) fail_msg("%s: execute: %s", tc->name, flashbwd_plan_last_error(plan));
+    CUDA_OK(cudaStreamSynchronize(stream));
+    CUDA_OK(cudaGetLastError());
+    dev_download(&td, &d);
+    check_outputs(tc, &td, "gpu");
+    CUDA_OK(cudaStreamDestroy(stream));
+    flashbwd_plan_destroy(plan);
+    dev_free(&d);
+    tdata_free(&td);
+}
+
+#define BF FLASHBWD_DTYPE_BF16
+#define FP FLASHBWD_DTYPE_FP16
+
+static void test_gpu_matches_fp64_over_the_core_matrix(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    static const int32_t dtypes[2] = {BF, FP};
+    static const int32_t dims[3] = {64, 128, 40};
+    static const int64_t kv_heads[3] = {4, 2, 1}; /* GQA ratio 1, 2, and all heads (MQA) */
+    static const int64_t lens[][2] = {{1, 1}, {17, 17}, {113, 113}, {1000, 1000}, {113, 17}, {17, 113}};
+    const size_t nlens = quick() ? 3 : sizeof lens / sizeof lens[0];
+    char name[96];
+    for (int dt = 0; dt < 2; ++dt)
+        for (int hd = 0; hd < 3; ++hd)
+            for (int causal = 0; causal < 2; ++causal)
+                for (int g = 0; g < 3; ++g)
+                    for (size_t l = 0; l < nlens; ++l) {
+                        if (quick() && (g == 1 || hd == 2)) continue;
+                        snprintf(name, sizeof name, "%s d%d %s hkv%lld sq%lld sk%lld",
+                                 dt ? "fp16" : "bf16", dims[hd], causal ? "causal" : "full",
+                                 (long long)kv_heads[g], (long long)lens[l][0], (long long)lens[l][1]);
+                        const tcase tc = {.name = name, .dtype = dtypes[dt], .head_dim = dims[hd],
+                                          .batch = lens[l][0] >= 1000 ? 1 : 2, .heads_q = 4,
+                                          .heads_kv = kv_heads[g], .seqlen_q = lens[l][0],
+                                          .seqlen_k = lens[l][1], .causal = causal};
+                        run_case(&tc);
+                    }
+}
+
+static const int32_t vl_q[] = {130, 0, 64, 1, 77};
+static const int32_t vl_k[] = {200, 5, 0, 128, 77};
+
+static void test_gpu_matches_fp64_on_features(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    const tcase cases[] = {
+        {.name = "bf16 d64 window 37/5", .dtype = BF, .head_dim = 64, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 300, .seqlen_k = 300, .use_window = 1, .window_left = 37, .window_right = 5},
+        {.name = "fp16 d128 causal+window 100", .dtype = FP, .head_dim = 128, .batch = 1, .heads_q = 2, .heads_kv = 1, .seqlen_q = 257, .seqlen_k = 400, .causal = 1, .use_window = 1, .window_left = 100, .window_right = -1},
+        {.name = "bf16 d128 window right only", .dtype = BF, .head_dim = 128, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 200, .seqlen_k = 150, .use_window = 1, .window_left = -1, .window_right = 20},
+        {.name = "bf16 d64 softcap 30", .dtype = BF, .head_dim = 64, .batch = 2, .heads_q = 2, .heads_kv = 1, .seqlen_q = 190, .seqlen_k = 190, .softcap = 30.0f, .causal = 1},
+        {.name = "fp16 d128 softcap 2", .dtype = FP, .head_dim = 128, .batch = 1, .heads_q = 4, .heads_kv = 4, .seqlen_q = 150, .seqlen_k = 211, .softcap = 2.0f},
+        {.name = "bf16 d64 alibi per head causal", .dtype = BF, .head_dim = 64, .batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 140, .seqlen_k = 170, .alibi = 1, .causal = 1},
+        {.name = "fp16 d128 alibi per batch", .dtype = FP, .head_dim = 128, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 99, .seqlen_k = 99, .alibi = 2},
+        {.name = "bf16 d128 scale 0.05", .dtype = BF, .head_dim = 128, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 128, .seqlen_k = 128, .scale = 0.05f},
+        {.name = "fp16 d64 padded strides gqa", .dtype = FP, .head_dim = 64, .batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 129, .seqlen_k = 65, .layout = 1, .causal = 1},
+        {.name = "bf16 d128 bhsd strides", .dtype = BF, .head_dim = 128, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 100, .seqlen_k = 130, .layout = 2},
+        {.name = "bf16 d64 -inf LSE rows", .dtype = BF, .head_dim = 64, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 150, .seqlen_k = 150, .masked_rows = 1, .causal = 1},
+        {.name = "fp16 d128 varlen causal gqa", .dtype = FP, .head_dim = 128, .batch = 5, .heads_q = 4, .heads_kv = 1, .seqlen_q = 130, .seqlen_k = 200, .varlen = 1, .lens_q = vl_q, .lens_k = vl_k, .causal = 1},
+        {.name = "bf16 d64 varlen strided", .dtype = BF, .head_dim = 64, .batch = 5, .heads_q = 2, .heads_kv = 2, .seqlen_q = 130, .seqlen_k = 200, .varlen = 1, .lens_q = vl_q, .lens_k = vl_k, .layout = 1},
+        {.name = "bf16 d24 seqlen 1000x1", .dtype = BF, .head_dim = 24, .batch = 1, .heads_q = 2, .heads_kv = 1, .seqlen_q = 1000, .seqlen_k = 1},
+        {.name = "fp16 d8 causal 333", .dtype = FP, .head_dim = 8, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 333, .seqlen_k = 333, .causal = 1},
+        {.name = "bf16 d120 causal 515x1000", .dtype = BF, .head_dim = 120, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 515, .seqlen_k = 1000, .causal = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        if (quick() && i % 3) continue;
+        run_case(&cases[i]);
+    }
+}
+
+/* Capture execute into a graph, replay it on new inputs copied into the same buffers. */
+static void test_gpu_execute_replays_from_a_cuda_graph(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    const tcase tc = {.name = "graph bf16 d128 causal", .dtype = BF, .head_dim = 128, .batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 200, .seqlen_k = 200, .causal = 1};
+    tdata td;
+    assert_int_equal(tdata_make(&tc, &td, test_seed() + 1), 0);
+    dev d;
+    dev_upload(&td, &d);
+    flashbwd_plan *plan = gpu_plan(&tc, &td, &d);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreate(&stream));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    assert_int_equal(flashbwd_execute(plan, stream), FLASHBWD_OK);
+    CUDA_OK(cudaStreamEndCapture(stream, &graph));
+    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+    for (int round = 0; round < 2; ++round) {
+        if (round == 1) { /* fresh inputs, same buffers */
+            tdata_free(&td);
+            assert_int_equal(tdata_make(&tc, &td, test_seed() + 2), 0);
+            for (int id = 1; id < FLASHBWD_TENSOR_COUNT; ++id)
+                if (td.t[id].data && !is_output(id))
+                    CUDA_OK(cudaMemcpy(d.ptr[id], td.t[id].data, td.t[id].elems * elem_bytes(id),
+                                       cudaMemcpyHostToDevice));
+        }
+        for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id)
+            CUDA_OK(cudaMemset(d.ptr[id], 0xff, td.t[id].elems * 2));
+        CUDA_OK(cudaGraphLaunch(exec, stream));
+        CUDA_OK(cudaStreamSynchronize(stream));
+        dev_download(&td, &d);
+        check_outputs(&tc, &td, round ? "graph replay, new data" : "graph replay");
+    }
+    CUDA_OK(cudaGraphExecDestroy(exec));
+    CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(stream));
+    flashbwd_plan_destroy(plan);
+    dev_free(&d);
+    tdata_free(&td);
+}
+
+/* The same inputs on the CPU backend and the GPU: both near fp64, and near each other. */
+static void test_gpu_agrees_with_the_cpu_backend(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    const tcase tc = {.name = "cpu vs gpu bf16 d64 gqa causal", .dtype = BF, .head_dim = 64, .batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 250, .seqlen_k = 300, .causal = 1};
+    tdata td;
+    assert_int_equal(tdata_make(&tc, &td, test_seed() + 3), 0);
+    /* CPU backend first, on host buffers. */
+    flashbwd_problem p = tcase_problem(&tc, FLASHBWD_BACKEND_CPU);
+    flashbwd_plan *cpu;
+    assert_int_equal(flashbwd_plan_create(&p, &cpu), FLASHBWD_OK);
+    assert_int_equal(tdata_bind(&tc, &td, cpu, NULL), FLASHBWD_OK);
+    size_t bytes;
+    flashbwd_plan_workspace_size(cpu, &bytes);
+    void *ws = malloc(bytes);
+    assert_int_equal(flashbwd_plan_set_workspace(cpu, ws, bytes), FLASHBWD_OK);
+    assert_int_equal(flashbwd_execute(cpu, NULL), FLASHBWD_OK);
+    check_outputs(&tc, &td, "cpu");
+    uint16_t *cpu_out[3];
+    for (int i = 0; i < 3; ++i) {
+        const ttensor *t = &td.t[FLASHBWD_TENSOR_DQ + i];
+        cpu_out[i] = malloc(t->elems * 2);
+        memcpy(cpu_out[i], t->data, t->elems * 2);
+    }
+    dev d;
+    dev_upload(&td, &d);
+    flashbwd_plan *gpu = gpu_plan(&tc, &td, &d);
+    assert_int_equal(flashbwd_execute(gpu, NULL), FLASHBWD_OK);
+    CUDA_OK(cudaDeviceSynchronize());
+    dev_download(&td, &d);
+    check_outputs(&tc, &td, "gpu");
+    for (int i = 0; i < 3; ++i) { /* GPU vs CPU backend directly */
+        const ttensor *t = &td.t[FLASHBWD_TENSOR_DQ + i];
+        double num = 0, den = 0;
+        for (size_t e = 0; e < t->elems; ++e) {
+            const double a = th_to_float(((uint16_t *)t->data)[e], tc.dtype);
+            const double b = th_to_float(cpu_out[i][e], tc.dtype);
+            if (isnan(a) && isnan(b)) continue; /* padding never written by either */
+            num += (a - b) * (a - b), den += b * b;
+        }
+        printf("    gpu vs cpu backend %s: rel diff %.2e\n", i == 0 ? "dQ" : i == 1 ? "dK" : "dV",
+               sqrt(num / den));
+        assert_true(sqrt(num / den) < 1e-2);
+        free(cpu_out[i]);
+    }
+    free(ws);
+    flashbwd_plan_destroy(cpu);
+    flashbwd_plan_destroy(gpu);
+    dev_free(&d);
+    tdata_free(&td);
+}
+
+static void test_gpu_execute_on_another_device_is_wrong_device(void **state)
+{
+    (void)state;
+    int n = 0;
+    if (!have_gpu() || cudaGetDeviceCount(&n) != cudaSuccess || n < 2) skip();
+    const tcase tc = {.name = "wrong device", .dtype = BF, .head_dim = 64, .batch = 1, .heads_q = 1, .heads_kv = 1, .seqlen_q = 16, .seqlen_k = 16};
+    tdata td;
+    assert_int_equal(tdata_make(&tc, &td, test_seed()), 0);
+    dev d;
+    dev_upload(&td, &d);
+    flashbwd_plan *plan = gpu_plan(&tc, &td, &d);
+    CUDA_OK(cudaSetDevice(1));
+    assert_int_equal(flashbwd_execute(plan, NULL), FLASHBWD_ERR_WRONG_DEVICE);
+    CUDA_OK(cudaSetDevice(0));
+    flashbwd_plan_destroy(plan);
+    dev_free(&d);
+    tdata_free(&td);
+}
+
+int main(void)
+{
+    test_seed();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpu_matches_fp64_over_the_core_matrix),
+        cmocka_unit_test(test_gpu_matches_fp64_on_features),
+        cmocka_unit_test(test_gpu_execute_replays_from_a_cuda_graph),
+        cmocka_unit_test(test_gpu_agrees_with_the_cpu_backend),
+        cmocka_unit_test(test_gpu_execute_on_another_device_is_wrong_device),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#else /* built without CUDA */
+
+static void test_gpu_suite_needs_a_cuda_build(void **state)
+{
+    (void)state;
+    skip();
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_gpu_suite_needs_a_cuda_build)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
+
+#endif

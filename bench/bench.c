@@ -1,0 +1,210 @@
+/* bench.c — times flashbwd's backward on the GPU over FlashAttention's benchmark grid.
+ *
+ *   flashbwd_bench [--dims 64,128] [--seqlens 512,...,16384] [--causal 0,1] [--dtype bf16|fp16]
+ *                  [--kv-heads-div N] [--iters 30]
+ *
+ * Grid: batch·seqlen = 16384 tokens, heads = 2048 / head_dim (FlashAttention's benchmark).
+ * Inputs are random normals; O is random and LSE = log(visible keys) + 0.5, the value a
+ * forward gives for such scores, so P stays in range (timing on zeros would flatter us).
+ * Each point: 3 warm-ups, then the median of --iters runs timed with CUDA events. Prints
+ * TFLOP/s by the FLOP convention of design.md. Also measures execute's host-side cost
+ * and plan creation time on a tiny problem.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+
+#include "flashbwd.h"
+#include "inputs.h"
+
+#define CUDA_CHECK(call)                                                                  \
+    do {                                                                                  \
+        cudaError_t e_ = (call);                                                          \
+        if (e_ != cudaSuccess) {                                                          \
+            fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call,           \
+                    cudaGetErrorString(e_));                                              \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+#define CHECK(call)                                                                       \
+    do {                                                                                  \
+        int32_t s_ = (call);                                                              \
+        if (s_ != FLASHBWD_OK) {                                                          \
+            fprintf(stderr, "%s failed: %s\n", #call, flashbwd_last_error());             \
+            exit(1);                                                                      \
+        }                                                                                 \
+    } while (0)
+
+static int parse_list(const char *s, int *out, int max)
+{
+    int n = 0;
+    while (*s && n < max) {
+        out[n++] = atoi(s);
+        const char *c = strchr(s, ',');
+        if (!c) break;
+        s = c + 1;
+    }
+    return n;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    const float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Host cost of execute and plan creation on a tiny problem (1 x 1 x 128 x 64). */
+static void host_costs(int32_t dtype)
+{
+    flashbwd_problem p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = FLASHBWD_PROBLEM_STRUCT_SIZE;
+    p.dtype = dtype, p.batch = 1, p.heads_q = 1, p.seqlen_q = p.seqlen_k = 128, p.head_dim = 64;
+    flashbwd_plan *plan;
+    CHECK(flashbwd_plan_create(&p, &plan)); /* fills the device cache */
+    flashbwd_plan_destroy(plan);
+    const int n = 2000;
+    double t0 = now();
+    for (int i = 0; i < n; ++i) {
+        CHECK(flashbwd_plan_create(&p, &plan));
+        flashbwd_plan_destroy(plan);
+    }
+    const double create_us = (now() - t0) / n * 1e6;
+    CHECK(flashbwd_plan_create(&p, &plan));
+    const size_t elems = 128 * 64;
+    void *buf[9];
+    for (int i = 0; i < 9; ++i) CUDA_CHECK(cudaMalloc(&buf[i], elems * 4));
+    for (int id = FLASHBWD_TENSOR_Q; id <= FLASHBWD_TENSOR_DV; ++id) {
+        CUDA_CHECK(cudaMemset(buf[id - 1], 0, elems * 4));
+        CHECK(flashbwd_plan_set_tensor(plan, id, buf[id - 1], NULL, 0));
+    }
+    size_t ws_bytes;
+    void *ws;
+    CHECK(flashbwd_plan_workspace_size(plan, &ws_bytes));
+    CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+    CHECK(flashbwd_plan_set_workspace(plan, ws, ws_bytes));
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    for (int i = 0; i < 100; ++i) CHECK(flashbwd_execute(plan, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    const int m = 200; /* small enough not to fill the launch queue */
+    t0 = now();
+    for (int i = 0; i < m; ++i) CHECK(flashbwd_execute(plan, s));
+    const double exec_us = (now() - t0) / m * 1e6;
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    printf("host cost: plan_create %.2f us (device cache warm), execute %.2f us per call "
+           "(enqueue only, %d launches)\n", create_us, exec_us, 3);
+    CUDA_CHECK(cudaStreamDestroy(s));
+    for (int i = 0; i < 9; ++i) CUDA_CHECK(cudaFree(buf[i]));
+    CUDA_CHECK(cudaFree(ws));
+    flashbwd_plan_destroy(plan);
+}
+
+int main(int argc, char **argv)
+{
+    int dims[8] = {64, 128}, ndims = 2;
+    int seqlens[16] = {512, 1024, 2048, 4096, 8192, 16384}, nseq = 6;
+    int causals[2] = {0, 1}, ncausal = 2;
+    int iters = 30, kv_div = 1;
+    int32_t dtype = FLASHBWD_DTYPE_BF16;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--dims")) ndims = parse_list(argv[i + 1], dims, 8);
+        else if (!strcmp(argv[i], "--seqlens")) nseq = parse_list(argv[i + 1], seqlens, 16);
+        else if (!strcmp(argv[i], "--causal")) ncausal = parse_list(argv[i + 1], causals, 2);
+        else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--kv-heads-div")) kv_div = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--dtype"))
+            dtype = !strcmp(argv[i + 1], "fp16") ? FLASHBWD_DTYPE_FP16 : FLASHBWD_DTYPE_BF16;
+        else {
+            fprintf(stderr, "unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    if (iters < 1 || iters > 1000) iters = 30;
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+        printf("SKIPPED: no CUDA device\n");
+        return 77;
+    }
+    host_costs(dtype);
+    printf("%4s %6s %6s %5s %5s %4s %10s %9s\n", "d", "causal", "seqlen", "batch", "heads",
+           "hkv", "ms", "TFLOP/s");
+    float *times = malloc(sizeof(float) * (size_t)iters);
+    for (int di = 0; di < ndims; ++di)
+        for (int ci = 0; ci < ncausal; ++ci)
+            for (int si = 0; si < nseq; ++si) {
+                const int64_t d = dims[di], s = seqlens[si], b = 16384 / s > 0 ? 16384 / s : 1;
+                const int64_t h = 2048 / d, hkv = h / kv_div > 0 ? h / kv_div : 1;
+                const int causal = causals[ci];
+                flashbwd_problem p;
+                memset(&p, 0, sizeof p);
+                p.struct_size = FLASHBWD_PROBLEM_STRUCT_SIZE;
+                p.dtype = dtype, p.batch = b, p.heads_q = h, p.heads_kv = hkv;
+                p.seqlen_q = p.seqlen_k = s, p.head_dim = (int32_t)d, p.causal = causal;
+                flashbwd_plan *plan;
+                CHECK(flashbwd_plan_create(&p, &plan));
+                const size_t nq = (size_t)(b * s * h * d), nk = (size_t)(b * s * hkv * d);
+                uint16_t *host = malloc(nq * 2);
+                void *t[10] = {0};
+                const size_t sizes[10] = {0, nq, nk, nk, nq, nq, 0, nq, nk, nk};
+                for (int id = FLASHBWD_TENSOR_Q; id <= FLASHBWD_TENSOR_DV; ++id) {
+                    if (id == FLASHBWD_TENSOR_LSE) continue;
+                    CUDA_CHECK(cudaMalloc(&t[id], sizes[id] * 2));
+                    in_fill(host, sizes[id], dtype, (uint64_t)id * 7 + (uint64_t)s);
+                    CUDA_CHECK(cudaMemcpy(t[id], host, sizes[id] * 2, cudaMemcpyHostToDevice));
+                    CHECK(flashbwd_plan_set_tensor(plan, id, t[id], NULL, 0));
+                }
+                float *lse = malloc(sizeof(float) * (size_t)(b * h * s));
+                for (int64_t r = 0; r < b * h * s; ++r) {
+                    const int64_t i = r % s, visible = causal ? i + 1 : s;
+                    lse[r] = logf((float)visible) + 0.5f;
+                }
+                CUDA_CHECK(cudaMalloc(&t[FLASHBWD_TENSOR_LSE], sizeof(float) * (size_t)(b * h * s)));
+                CUDA_CHECK(cudaMemcpy(t[FLASHBWD_TENSOR_LSE], lse, sizeof(float) * (size_t)(b * h * s),
+                                      cudaMemcpyHostToDevice));
+                CHECK(flashbwd_plan_set_tensor(plan, FLASHBWD_TENSOR_LSE, t[FLASHBWD_TENSOR_LSE], NULL, 0));
+                size_t ws_bytes;
+                void *ws;
+                CHECK(flashbwd_plan_workspace_size(plan, &ws_bytes));
+                CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+                CHECK(flashbwd_plan_set_workspace(plan, ws, ws_bytes));
+                cudaEvent_t e0, e1;
+                CUDA_CHECK(cudaEventCreate(&e0));
+                CUDA_CHECK(cudaEventCreate(&e1));
+                for (int w = 0; w < 3; ++w) CHECK(flashbwd_execute(plan, NULL));
+                for (int it = 0; it < iters; ++it) {
+                    CUDA_CHECK(cudaEventRecord(e0, NULL));
+                    CHECK(flashbwd_execute(plan, NULL));
+                    CUDA_CHECK(cudaEventRecord(e1, NULL));
+                    CUDA_CHECK(cudaEventSynchronize(e1));
+                    CUDA_CHECK(cudaEventElapsedTime(&times[it], e0, e1));
+                }
+                CUDA_CHECK(cudaGetLastError());
+                qsort(times, (size_t)iters, sizeof(float), cmp_float);
+                const float ms = times[iters / 2];
+                printf("%4lld %6d %6lld %5lld %5lld %4lld %10.3f %9.1f\n", (long long)d, causal,
+                       (long long)s, (long long)b, (long long)h, (long long)hkv, ms,
+                       in_bwd_flops(b, h, s, s, d, causal) / (ms * 1e-3) / 1e12);
+                fflush(stdout);
+                CUDA_CHECK(cudaEventDestroy(e0));
+                CUDA_CHECK(cudaEventDestroy(e1));
+                for (int id = 0; id < 10; ++id) CUDA_CHECK(cudaFree(t[id]));
+                CUDA_CHECK(cudaFree(ws));
+                free(host), free(lse);
+                flashbwd_plan_destroy(plan);
+            }
+    free(times);
+    return 0;
+}

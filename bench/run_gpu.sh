@@ -1,0 +1,66 @@
+#!/bin/bash
+# run_gpu.sh — everything that needs the GPU, in one call on the device machine:
+#   bench/run_gpu.sh [steps]   steps: any of sass tests sanitize demo bench torch (default: all)
+# Runs from the repository root with the build/ folder carried from the build machine
+# (tests and tools find libflashbwd.so and libcmocka.so.0 through $ORIGIN rpaths). Logs go
+# to $OUT (or /tmp/flashbwd-out); a summary is printed last.
+set -u
+OUT=${OUT:-/tmp/flashbwd-out}
+mkdir -p "$OUT"
+B=${BUILD:-build}
+STEPS=${*:-sass tests sanitize demo bench torch}
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader \
+  > "$OUT/gpu.txt" 2>&1
+note "gpu: $(cat "$OUT/gpu.txt")"
+
+if has sass; then
+  # Registers, spills and SASS of the main kernels (no disassembler on the build machine).
+  cuobjdump -res-usage "$B/libflashbwd.so" 2>&1 | grep -B1 -A1 "bwd_main" > "$OUT/sass.txt"
+  for f in $(cuobjdump -sass "$B/libflashbwd.so" 2>/dev/null | grep -o "Function : .*bwd_main_kernel.*Li90ELi128.*" | sed 's/Function : //' | head -1); do
+    cuobjdump -sass -fun "$f" "$B/libflashbwd.so" >> "$OUT/sass.txt" 2>&1
+  done
+  note "sass: $(grep -c "HMMA" "$OUT/sass.txt") HMMA, $(grep -c "LDL\|STL" "$OUT/sass.txt") local-memory instrs in the dumped main kernel"
+fi
+
+if has tests; then
+  "$B/tests/test_gpu" > "$OUT/tests.log" 2>&1; rc=$?
+  note "test_gpu rc=$rc ($(grep -c '\[       OK \]' "$OUT/tests.log") ok, $(grep -c '\[  FAILED  \]' "$OUT/tests.log") failed lines)"
+  for t in "$B"/tests/test_*; do
+    case "$t" in *test_gpu|*.so*) continue;; esac
+    [ -x "$t" ] || continue
+    "$t" >> "$OUT/tests.log" 2>&1; note "$(basename "$t") rc=$?"
+  done
+fi
+
+if has sanitize; then
+  for tool in memcheck racecheck synccheck initcheck; do
+    FLASHBWD_GPU_QUICK=1 compute-sanitizer --tool $tool --error-exitcode 3 "$B/tests/test_gpu" \
+      > "$OUT/sanitize_$tool.log" 2>&1
+    note "compute-sanitizer $tool rc=$? ($(grep -m1 'ERROR SUMMARY' "$OUT/sanitize_$tool.log"))"
+  done
+  cat "$OUT"/sanitize_*.log > "$OUT/sanitize.log"; rm -f "$OUT"/sanitize_*.log
+fi
+
+if has demo; then
+  "$B/bench/flashbwd_demo" > "$OUT/demo.log" 2>&1
+  note "demo rc=$?: $(grep -E 'TFLOP|PASS|FAIL' "$OUT/demo.log" | tr '\n' ' ')"
+fi
+
+if has bench; then
+  "$B/bench/flashbwd_bench" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+  note "bench rc=$?"
+  cat "$OUT/bench.log"
+fi
+
+if has torch; then
+  PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --lib "$B/libflashbwd.so" ${TORCH_ARGS:-} \
+    > "$OUT/torch.log" 2>&1
+  note "compare_torch rc=$?"
+  grep -v '^JSON' "$OUT/torch.log" | tail -40
+fi
+
+echo; echo "===== summary"; printf '%s\n' "${summary[@]}"
