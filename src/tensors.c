@@ -156,6 +156,7 @@ int32_t flashbwd_plan_set_tensor(flashbwd_plan *plan, int32_t id, void *ptr,
     rank = extents(plan, id, ext);
     if (ptr == NULL) { /* unbind */
         memset(&plan->tensors[id], 0, sizeof plan->tensors[id]);
+        fb_clear_plan_message(plan); /* a successful call leaves the plan's message "" */
         goto done;
     }
     given = strides ? num_strides : rank;
