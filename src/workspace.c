@@ -31,7 +31,8 @@ static int32_t plan_cuda(flashbwd_plan *plan)
     const fb_problem_norm *p = &plan->prob;
     const int64_t bm = plan->config.block_m, bn = plan->config.block_n;
     const int64_t hd = plan->config.kernel_head_dim;
-    int64_t rows_q, rows_k, per_head_q, per_head_k, t;
+    /* Zeroed: a failed fb_mul_i64 leaves its output unwritten, and it is read below. */
+    int64_t rows_q = 0, rows_k = 0, per_head_q = 0, per_head_k = 0, t = 0;
     int ok = 1;
     if (p->varlen) {
         ok &= fb_mul_i64(p->batch, bm, &t) && fb_add_i64(p->total_q, t, &t);
