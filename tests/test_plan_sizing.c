@@ -1,0 +1,495 @@
+/* test_plan_sizing.c — what a plan chooses, checked without a GPU.
+ *
+ * Plans made from explicit device properties (problem.arch, problem.smem_per_block) for
+ * sm_80, sm_86, sm_89 and sm_90, every head dim that is a multiple of 8, and a set of
+ * shapes (odd lengths, GQA, MQA, varlen): the tile configuration must be the table's row
+ * for that architecture, its shared memory must fit, and the grids and the workspace must
+ * follow the formulas documented in src/launches.c and src/workspace.c, re-derived here
+ * independently. White-box (fb_config_row) for the table itself.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "config_table.h"
+#include "internal.h"
+
+#ifdef FB_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ======================================================================================
+ * Expectations
+ * ====================================================================================== */
+
+/* Architectures planned for, with their opt-in shared memory per block (CUDA C
+ * Programming Guide, "Technical Specifications per Compute Capability"): A100 163 KB,
+ * sm_86/sm_89 99 KB, H100/H200 227 KB. `cls` is the config-table ARCH serving it. */
+typedef struct arch_row {
+    int32_t arch, cls, smem_limit;
+} arch_row;
+
+static const arch_row arches[] = {
+    {80, 80, 166912},
+    {86, 86, 101376},
+    {89, 86, 101376},
+    {90, 90, 232448},
+};
+
+/* Head dims the CUDA kernels serve, and the kernel head dim each runs on. A head dim
+ * past the last row must be FLASHBWD_ERR_NOT_SUPPORTED. When the 192 and 256 kernels
+ * land, add {192, 192} and {256, 256} here (and their config-table rows). */
+typedef struct kernel_hd_row {
+    int32_t up_to, kernel_head_dim;
+} kernel_hd_row;
+
+static const kernel_hd_row kernel_head_dims[] = {
+    {64, 64},
+    {128, 128},
+};
+
+static int32_t expected_kernel_head_dim(int32_t head_dim)
+{
+    for (size_t i = 0; i < COUNT_OF(kernel_head_dims); ++i)
+        if (head_dim <= kernel_head_dims[i].up_to) return kernel_head_dims[i].kernel_head_dim;
+    return 0;
+}
+
+/* The config table, expanded here from the same X-macro the library compiles. */
+typedef struct trow {
+    int32_t arch, hd, bm, bn, st, ws, wk, wq;
+} trow;
+
+static const trow table[] = {
+#define ROW(a, hd, bm, bn, st, ws, wk, wq) {a, hd, bm, bn, st, ws, wk, wq},
+    FB_CONFIG_TABLE(ROW)
+#undef ROW
+};
+
+/* Shared memory of the main kernel from its documented layout (config_table.h): K and V
+ * (BN x HD, 16-bit), ST stages of Q and dO (BM x HD, 16-bit), P and dS (BM x BN, 16-bit),
+ * ST stages of the two fp32 row statistics (BM floats each). */
+static int64_t documented_smem(const trow *r)
+{
+    const int64_t kv = 2 * (int64_t)r->bn * r->hd * 2;
+    const int64_t q_do = (int64_t)r->st * 2 * r->bm * r->hd * 2;
+    const int64_t p_ds = 2 * (int64_t)r->bm * r->bn * 2;
+    const int64_t stats = (int64_t)r->st * 2 * r->bm * 4;
+    return kv + q_do + p_ds + stats;
+}
+
+static int32_t class_limit(int32_t cls)
+{
+    for (size_t i = 0; i < COUNT_OF(arches); ++i)
+        if (arches[i].cls == cls) return arches[i].smem_limit;
+    return 0;
+}
+
+/* The row a plan must choose: its class's row for the kernel head dim if it fits the
+ * shared memory, else the rows of the classes with less shared memory, largest first
+ * (sm_90 227 KB > sm_80 163 KB > sm_86 99 KB); NULL if nothing fits. */
+static const trow *expected_row(int32_t cls, int32_t khd, int64_t smem_limit)
+{
+    static const int32_t by_smem[] = {90, 80, 86};
+    size_t start = 0;
+    while (start < COUNT_OF(by_smem) && by_smem[start] != cls) ++start;
+    for (size_t o = start; o < COUNT_OF(by_smem); ++o)
+        for (size_t i = 0; i < COUNT_OF(table); ++i)
+            if (table[i].arch == by_smem[o] && table[i].hd == khd &&
+                documented_smem(&table[i]) <= smem_limit)
+                return &table[i];
+    return NULL;
+}
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static int64_t round_up(int64_t a, int64_t b) { return cdiv(a, b) * b; }
+
+/* Shapes planned for each (arch, head dim). */
+typedef struct shape {
+    const char *name;
+    int64_t batch, heads_q, heads_kv, seqlen_q, seqlen_k;
+    int32_t varlen;
+    int64_t total_q, total_k; /* varlen; 0 = batch * seqlen */
+} shape;
+
+static const shape shapes[] = {
+    {"square 1024", 2, 8, 8, 1024, 1024, 0, 0, 0},
+    {"seqlen 1", 3, 2, 2, 1, 1, 0, 0, 0},
+    {"odd 17 x 1000", 1, 4, 4, 17, 1000, 0, 0, 0},
+    {"1000 x 17, GQA 4", 2, 16, 4, 1000, 17, 0, 0, 0},
+    {"MQA 333 x 777", 1, 12, 1, 333, 777, 0, 0, 0},
+    {"varlen GQA", 4, 8, 2, 512, 640, 1, 1500, 2000},
+    {"varlen default totals", 3, 4, 4, 100, 60, 1, 0, 0},
+};
+
+/* Workspace bytes from the layout documented in src/workspace.c: fp32 regions, each
+ * rounded up to 256 bytes: lse_log2 and dpsum (a float per query row), dq_accum
+ * (kernel_head_dim floats per query row), and with GQA dk_accum and dv_accum
+ * (kernel_head_dim floats per key row of every kv head). Rows per head are padded to whole
+ * tiles: round_up(seqlen, tile) per (batch, head), or round_up(total + batch * tile, tile)
+ * per head when varlen. */
+static int64_t region(int64_t floats) { return round_up(floats * 4, 256); }
+
+static int64_t expected_workspace(const shape *s, int32_t bm, int32_t bn, int32_t khd)
+{
+    int64_t rows_q, rows_k;
+    if (s->varlen) {
+        const int64_t tq = s->total_q ? s->total_q : s->batch * s->seqlen_q;
+        const int64_t tk = s->total_k ? s->total_k : s->batch * s->seqlen_k;
+        rows_q = round_up(tq + s->batch * bm, bm) * s->heads_q;
+        rows_k = round_up(tk + s->batch * bn, bn) * s->heads_kv;
+    } else {
+        rows_q = round_up(s->seqlen_q, bm) * s->heads_q * s->batch;
+        rows_k = round_up(s->seqlen_k, bn) * s->heads_kv * s->batch;
+    }
+    int64_t bytes = 2 * region(rows_q) + region(rows_q * khd);
+    if (s->heads_kv != s->heads_q) bytes += 2 * region(rows_k * khd);
+    return bytes;
+}
+
+static flashbwd_problem planning_problem(int32_t arch, int32_t head_dim, const shape *s)
+{
+    flashbwd_problem p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = FLASHBWD_PROBLEM_STRUCT_SIZE;
+    p.backend = FLASHBWD_BACKEND_CUDA;
+    p.arch = arch;
+    p.head_dim = head_dim;
+    p.batch = s->batch, p.heads_q = s->heads_q, p.heads_kv = s->heads_kv;
+    p.seqlen_q = s->seqlen_q, p.seqlen_k = s->seqlen_k;
+    p.varlen = s->varlen, p.total_q = s->total_q, p.total_k = s->total_k;
+    return p;
+}
+
+static flashbwd_plan_info info_of(const flashbwd_plan *plan)
+{
+    flashbwd_plan_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = FLASHBWD_PLAN_INFO_STRUCT_SIZE;
+    assert_int_equal(flashbwd_plan_get_info(plan, &info), FLASHBWD_OK);
+    return info;
+}
+
+/* ======================================================================================
+ * The checks of one plan
+ * ====================================================================================== */
+
+#define CHECK_EQ(what, got, want)                                                        \
+    do {                                                                                 \
+        const int64_t got_ = (int64_t)(got), want_ = (int64_t)(want);                    \
+        if (got_ != want_)                                                               \
+            fail_msg("sm_%d head_dim %d \"%s\": %s = %lld; expected %lld", a->arch,      \
+                     head_dim, s->name, what, (long long)got_, (long long)want_);        \
+    } while (0)
+
+static void check_grid(const arch_row *a, int32_t head_dim, const shape *s,
+                       const flashbwd_plan_info *info, int launch, int64_t x, int64_t y,
+                       int64_t z)
+{
+    static const char *names[] = {"preprocess", "main", "convert dQ", "convert dKV"};
+    char what[64];
+    const int64_t want[3] = {x, y, z};
+    for (int j = 0; j < 3; ++j) {
+        snprintf(what, sizeof what, "%s grid[%d]", names[launch], j);
+        CHECK_EQ(what, info->grid[launch][j], want[j]);
+    }
+    snprintf(what, sizeof what, "%s block.y * block.z", names[launch]);
+    CHECK_EQ(what, info->block[launch][1] * info->block[launch][2], 1);
+    if (info->block[launch][0] <= 0 || info->block[launch][0] > 1024 ||
+        info->block[launch][0] % 32 != 0)
+        fail_msg("sm_%d head_dim %d \"%s\": %s block.x = %d is not a warp multiple in 32..1024",
+                 a->arch, head_dim, s->name, names[launch], info->block[launch][0]);
+}
+
+static void check_plan(const arch_row *a, int32_t head_dim, const shape *s)
+{
+    flashbwd_problem p = planning_problem(a->arch, head_dim, s);
+    flashbwd_plan *plan = NULL;
+    const int32_t st = flashbwd_plan_create(&p, &plan);
+    const int32_t khd = expected_kernel_head_dim(head_dim);
+    if (khd == 0) {
+        if (st != FLASHBWD_ERR_NOT_SUPPORTED)
+            fail_msg("sm_%d head_dim %d \"%s\": status %s; expected NOT_SUPPORTED (no kernel)",
+                     a->arch, head_dim, s->name, flashbwd_status_name(st));
+        char want[32];
+        snprintf(want, sizeof want, "head_dim = %d", head_dim);
+        if (!strstr(flashbwd_last_error(), want))
+            fail_msg("message \"%s\" does not name \"%s\"", flashbwd_last_error(), want);
+        assert_null(plan);
+        return;
+    }
+    if (st != FLASHBWD_OK)
+        fail_msg("sm_%d head_dim %d \"%s\": %s", a->arch, head_dim, s->name,
+                 flashbwd_last_error());
+    const flashbwd_plan_info info = info_of(plan);
+    const trow *row = expected_row(a->cls, khd, a->smem_limit);
+    assert_non_null(row);
+
+    CHECK_EQ("backend", info.backend, FLASHBWD_BACKEND_CUDA);
+    CHECK_EQ("arch", info.arch, a->arch);
+    CHECK_EQ("smem_per_block", info.smem_per_block, a->smem_limit);
+    if (info.sm_count <= 0) fail_msg("sm_%d: sm_count %d", a->arch, info.sm_count);
+    CHECK_EQ("kernel_head_dim", info.kernel_head_dim, khd);
+    CHECK_EQ("block_m", info.block_m, row->bm);
+    CHECK_EQ("block_n", info.block_n, row->bn);
+    CHECK_EQ("stages_q", info.stages_q, row->st);
+    CHECK_EQ("stages_do", info.stages_do, row->st);
+    CHECK_EQ("smem_bytes", info.smem_bytes, documented_smem(row));
+    if (info.smem_bytes > a->smem_limit)
+        fail_msg("sm_%d head_dim %d: smem_bytes %d exceeds the limit %d", a->arch, head_dim,
+                 info.smem_bytes, a->smem_limit);
+    CHECK_EQ("num_threads", info.num_threads, FB_NUM_THREADS);
+
+    const int gqa = s->heads_kv != s->heads_q;
+    const int64_t m_blocks = cdiv(s->seqlen_q, row->bm), n_blocks = cdiv(s->seqlen_k, row->bn);
+    CHECK_EQ("num_launches", info.num_launches, gqa ? 4 : 3);
+    check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_PREPROCESS, m_blocks, s->heads_q, s->batch);
+    check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_MAIN, n_blocks, s->heads_q, s->batch);
+    check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_CONVERT_DQ, m_blocks, s->heads_q, s->batch);
+    CHECK_EQ("main block.x", info.block[FLASHBWD_LAUNCH_MAIN][0], info.num_threads);
+    if (gqa) {
+        check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_CONVERT_DKV, n_blocks, s->heads_kv,
+                   s->batch);
+    } else {
+        for (int j = 0; j < 3; ++j) {
+            CHECK_EQ("unused convert dKV grid", info.grid[FLASHBWD_LAUNCH_CONVERT_DKV][j], 0);
+            CHECK_EQ("unused convert dKV block", info.block[FLASHBWD_LAUNCH_CONVERT_DKV][j], 0);
+        }
+    }
+
+    CHECK_EQ("workspace_bytes", info.workspace_bytes, expected_workspace(s, row->bm, row->bn, khd));
+    size_t ws = 0;
+    assert_int_equal(flashbwd_plan_workspace_size(plan, &ws), FLASHBWD_OK);
+    CHECK_EQ("flashbwd_plan_workspace_size", ws, info.workspace_bytes);
+    flashbwd_plan_destroy(plan);
+}
+
+/* ======================================================================================
+ * Tests
+ * ====================================================================================== */
+
+/* One test per architecture (main() passes the row). */
+static void test_plan_every_head_dim_and_shape_follows_the_table_and_formulas(void **state)
+{
+    const arch_row *a = *state;
+    for (int32_t head_dim = 8; head_dim <= 256; head_dim += 8)
+        for (size_t s = 0; s < COUNT_OF(shapes); ++s) check_plan(a, head_dim, &shapes[s]);
+}
+
+static void test_config_table_rows_fit_their_arch_and_keep_warp_tiles_whole(void **state)
+{
+    (void)state;
+    assert_int_equal(fb_config_count(), COUNT_OF(table));
+    assert_null(fb_config_row(-1));
+    assert_null(fb_config_row(fb_config_count()));
+    for (int i = 0; i < fb_config_count(); ++i) {
+        const fb_config *c = fb_config_row(i);
+        const trow *r = &table[i];
+        assert_non_null(c);
+        const int32_t limit = class_limit(c->arch_class);
+        if (limit == 0) fail_msg("row %d: ARCH %d is not a known class", i, c->arch_class);
+        if (c->arch_class != r->arch || c->kernel_head_dim != r->hd || c->block_m != r->bm ||
+            c->block_n != r->bn || c->stages != r->st || c->warps_sdp != r->ws ||
+            c->warps_dkv != r->wk || c->warps_dq != r->wq)
+            fail_msg("row %d: compiled row differs from FB_CONFIG_TABLE", i);
+        if (c->smem_bytes != documented_smem(r))
+            fail_msg("row %d (sm_%d, hd %d): smem %d; the documented layout needs %lld", i,
+                     r->arch, r->hd, c->smem_bytes, (long long)documented_smem(r));
+        if (c->smem_bytes > limit)
+            fail_msg("row %d (sm_%d, hd %d): smem %d exceeds the arch's %d", i, r->arch, r->hd,
+                     c->smem_bytes, limit);
+        /* Every warp's share of each GEMM is whole 16-wide MMA tiles (config_table.h). */
+        const int w = FB_NUM_WARPS;
+        if (w % r->ws || w % r->wk || w % r->wq)
+            fail_msg("row %d: WS %d, WK %d, WQ %d must divide %d warps", i, r->ws, r->wk, r->wq, w);
+        const int32_t extents[6][2] = {
+            {r->bm, r->ws}, {r->bn, w / r->ws},   /* S, dP: M by WS, N by the rest */
+            {r->bn, r->wk}, {r->hd, w / r->wk},   /* dK, dV: N by WK, head dim by the rest */
+            {r->bm, r->wq}, {r->hd, w / r->wq}};  /* dQ: M by WQ, head dim by the rest */
+        for (int e = 0; e < 6; ++e)
+            if (extents[e][0] % (16 * extents[e][1]) != 0)
+                fail_msg("row %d (sm_%d, hd %d): extent %d over %d warps is not a multiple "
+                         "of 16 per warp", i, r->arch, r->hd, extents[e][0], extents[e][1]);
+    }
+}
+
+static void test_config_table_has_one_row_per_class_and_kernel_head_dim(void **state)
+{
+    (void)state;
+    const int32_t classes[] = {80, 86, 90};
+    for (size_t c = 0; c < COUNT_OF(classes); ++c)
+        for (size_t k = 0; k < COUNT_OF(kernel_head_dims); ++k) {
+            int n = 0;
+            for (size_t i = 0; i < COUNT_OF(table); ++i)
+                n += table[i].arch == classes[c] &&
+                     table[i].hd == kernel_head_dims[k].kernel_head_dim;
+            if (n != 1)
+                fail_msg("sm_%d, kernel head dim %d: %d rows; expected 1", classes[c],
+                         kernel_head_dims[k].kernel_head_dim, n);
+        }
+}
+
+static void test_plan_sm_count_override_is_what_info_reports(void **state)
+{
+    (void)state;
+    const int32_t counts[] = {1, 7, 132, 100000};
+    for (size_t a = 0; a < COUNT_OF(arches); ++a)
+        for (size_t i = 0; i < COUNT_OF(counts); ++i) {
+            flashbwd_problem p = planning_problem(arches[a].arch, 64, &shapes[0]);
+            p.sm_count = counts[i];
+            flashbwd_plan *plan = NULL;
+            assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+            const flashbwd_plan_info info = info_of(plan);
+            if (info.sm_count != counts[i])
+                fail_msg("sm_%d: sm_count override %d reported as %d", arches[a].arch,
+                         counts[i], info.sm_count);
+            flashbwd_plan_destroy(plan);
+        }
+}
+
+/* Every smem_per_block that matters: each row's exact need and one byte less, for every
+ * arch and kernel head dim. The plan takes the row the fallback rule names, or reports
+ * NOT_SUPPORTED naming the bytes when nothing fits. */
+static void test_plan_smem_override_picks_the_fallback_row_or_is_not_supported(void **state)
+{
+    (void)state;
+    for (size_t a = 0; a < COUNT_OF(arches); ++a)
+        for (size_t k = 0; k < COUNT_OF(kernel_head_dims); ++k)
+            for (size_t i = 0; i < COUNT_OF(table); ++i)
+                for (int minus = 0; minus <= 1; ++minus) {
+                    const int32_t khd = kernel_head_dims[k].kernel_head_dim;
+                    const int32_t smem = (int32_t)documented_smem(&table[i]) - minus;
+                    flashbwd_problem p = planning_problem(arches[a].arch, khd, &shapes[2]);
+                    p.smem_per_block = smem;
+                    flashbwd_plan *plan = NULL;
+                    const int32_t st = flashbwd_plan_create(&p, &plan);
+                    const trow *want = expected_row(arches[a].cls, khd, smem);
+                    if (!want) {
+                        if (st != FLASHBWD_ERR_NOT_SUPPORTED)
+                            fail_msg("sm_%d hd %d smem %d: status %s; expected NOT_SUPPORTED",
+                                     arches[a].arch, khd, smem, flashbwd_status_name(st));
+                        char bytes[48];
+                        snprintf(bytes, sizeof bytes, "%d bytes of shared memory", smem);
+                        if (!strstr(flashbwd_last_error(), bytes))
+                            fail_msg("message \"%s\" does not name \"%s\"",
+                                     flashbwd_last_error(), bytes);
+                        continue;
+                    }
+                    if (st != FLASHBWD_OK)
+                        fail_msg("sm_%d hd %d smem %d: %s", arches[a].arch, khd, smem,
+                                 flashbwd_last_error());
+                    const flashbwd_plan_info info = info_of(plan);
+                    if (info.block_m != want->bm || info.block_n != want->bn ||
+                        info.stages_q != want->st || info.smem_bytes != documented_smem(want))
+                        fail_msg("sm_%d hd %d smem %d: chose %dx%d/%d stages (%d B); expected "
+                                 "the sm_%d row %dx%d/%d", arches[a].arch, khd, smem,
+                                 info.block_m, info.block_n, info.stages_q, info.smem_bytes,
+                                 want->arch, want->bm, want->bn, want->st);
+                    assert_int_equal(info.smem_per_block, smem);
+                    flashbwd_plan_destroy(plan);
+                }
+}
+
+static void test_plan_smem_override_of_48k_is_not_supported(void **state)
+{
+    (void)state;
+    for (size_t a = 0; a < COUNT_OF(arches); ++a) {
+        flashbwd_problem p = planning_problem(arches[a].arch, 128, &shapes[0]);
+        p.smem_per_block = 48 * 1024;
+        flashbwd_plan *plan = (flashbwd_plan *)&p;
+        assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_ERR_NOT_SUPPORTED);
+        assert_null(plan);
+        assert_non_null(strstr(flashbwd_last_error(), "49152 bytes of shared memory"));
+    }
+}
+
+/* CPU plans: one kv-head group (K, V, dK, dV), one query head (Q, dO, dQ) and two score
+ * rows of fp32 scratch (src/workspace.c); no tiles, no launches. */
+static void test_plan_cpu_workspace_follows_the_documented_formula(void **state)
+{
+    (void)state;
+    for (size_t s = 0; s < COUNT_OF(shapes); ++s)
+        for (int32_t head_dim = 8; head_dim <= 256; head_dim += 24) {
+            flashbwd_problem p = planning_problem(0, head_dim, &shapes[s]);
+            p.backend = FLASHBWD_BACKEND_CPU;
+            flashbwd_plan *plan = NULL;
+            assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+            const flashbwd_plan_info info = info_of(plan);
+            const int64_t sq = shapes[s].seqlen_q, sk = shapes[s].seqlen_k;
+            const int64_t floats = (4 * sk + 3 * sq) * head_dim + 2 * sk;
+            if ((int64_t)info.workspace_bytes != floats * 4)
+                fail_msg("CPU \"%s\" hd %d: workspace %zu; expected %lld", shapes[s].name,
+                         head_dim, info.workspace_bytes, (long long)floats * 4);
+            assert_int_equal(info.backend, FLASHBWD_BACKEND_CPU);
+            assert_int_equal(info.arch, 0);
+            assert_int_equal(info.num_launches, 0);
+            assert_int_equal(info.block_m, 0);
+            flashbwd_plan_destroy(plan);
+        }
+}
+
+/* A plain create queries the real device. Here (no driver) that must be a clean "no
+ * device"; on a machine with a GPU it must plan. Never a crash. */
+static void test_plan_create_without_arch_reports_this_machines_device(void **state)
+{
+    (void)state;
+    flashbwd_problem p = planning_problem(0, 64, &shapes[0]);
+    flashbwd_plan *plan = (flashbwd_plan *)&p;
+    const int32_t st = flashbwd_plan_create(&p, &plan);
+#ifdef FB_WITH_CUDA
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess || count == 0) {
+        if (st != FLASHBWD_ERR_NO_DEVICE)
+            fail_msg("no device (%s): status %s; expected NO_DEVICE: %s", cudaGetErrorName(err),
+                     flashbwd_status_name(st), flashbwd_last_error());
+        assert_null(plan);
+        if (err != cudaSuccess) {
+            assert_non_null(strstr(flashbwd_last_error(), "cudaGetDeviceCount"));
+            assert_non_null(strstr(flashbwd_last_error(), cudaGetErrorName(err)));
+        }
+        printf("    no device here: %s\n", flashbwd_last_error());
+    } else {
+        if (st != FLASHBWD_OK) fail_msg("%d device(s): %s", count, flashbwd_last_error());
+        assert_true(info_of(plan).arch >= 80);
+        flashbwd_plan_destroy(plan);
+    }
+#else
+    assert_int_equal(st, FLASHBWD_ERR_NOT_SUPPORTED);
+    assert_null(plan);
+    assert_non_null(strstr(flashbwd_last_error(), "built without CUDA"));
+#endif
+}
+
+int main(void)
+{
+    struct CMUnitTest tests[COUNT_OF(arches) + 7];
+    char names[COUNT_OF(arches)][96];
+    size_t k = 0;
+    for (size_t a = 0; a < COUNT_OF(arches); ++a, ++k) {
+        snprintf(names[a], sizeof names[a],
+                 "test_plan_every_head_dim_and_shape_follows_the_table_and_formulas [sm_%d]",
+                 arches[a].arch);
+        tests[k] = (struct CMUnitTest){names[a],
+                                       test_plan_every_head_dim_and_shape_follows_the_table_and_formulas,
+                                       NULL, NULL, (void *)&arches[a]};
+    }
+    const struct CMUnitTest fixed[] = {
+        cmocka_unit_test(test_config_table_rows_fit_their_arch_and_keep_warp_tiles_whole),
+        cmocka_unit_test(test_config_table_has_one_row_per_class_and_kernel_head_dim),
+        cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
+        cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
+        cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),
+        cmocka_unit_test(test_plan_cpu_workspace_follows_the_documented_formula),
+        cmocka_unit_test(test_plan_create_without_arch_reports_this_machines_device),
+    };
+    for (size_t i = 0; i < COUNT_OF(fixed); ++i) tests[k++] = fixed[i];
+    return _cmocka_run_group_tests("test_plan_sizing", tests, k, NULL, NULL);
+}
