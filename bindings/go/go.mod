@@ -1,0 +1,3 @@
+module flashbwd/bindings/go
+
+go 1.19
