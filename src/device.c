@@ -105,7 +105,8 @@ int32_t fb_device_prepare_kernel(flashbwd_plan *plan, int32_t ordinal, int kerne
         } else {
             err = (cudaError_t)fb_kernel_prepare(kernel_index, smem_bytes);
             if (err != cudaSuccess)
-                status = cuda_fail(plan, err, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+                status = cuda_fail(plan, err, "preparing the kernel (cudaFuncGetAttributes, "
+                                              "cudaFuncSetAttribute MaxDynamicSharedMemorySize)");
             else
                 cache[ordinal].raised_smem[kernel_index] = smem_bytes;
             if (current != ordinal) {

@@ -1,0 +1,726 @@
+/* test_faults.c — every CUDA runtime call of the host code, failing in turn, and a fake
+ * device behind them for the paths a GPU-less machine cannot reach.
+ *
+ * The suite links the library's objects with -Wl,--wrap for each call (tests/CMakeLists.txt
+ * lists them: grep src/ and kernels/ for cuda* calls when adding one), so the __wrap_ functions
+ * below replace the runtime inside flashbwd. They describe a machine of FAKE_DEVICES
+ * devices, each an H200 unless a test says otherwise (sm_90, 132 SMs, 232448 bytes of
+ * opt-in shared memory), with a per-thread current device, and fail the nth call of one kind
+ * with a chosen cudaError_t. A failure must give NO_DEVICE (codes 34, 35, 100) or CUDA, a
+ * message naming the call and cudaGetErrorName() of the code, *out NULL, the caller's device
+ * restored, and no leak (CI runs this suite under valgrind).
+ *
+ * The device cache lives for the whole process, so tests use device ordinals with a known
+ * history: see the ORD_* names.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include <cuda_runtime_api.h>
+
+#include "internal.h"
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ======================================================================================
+ * The fake runtime
+ * ====================================================================================== */
+
+enum call {
+    C_GET_DEVICE_COUNT,
+    C_DEVICE_GET_ATTRIBUTE,
+    C_GET_DEVICE,
+    C_SET_DEVICE,
+    C_FUNC_GET_ATTRIBUTES,
+    C_FUNC_SET_ATTRIBUTE,
+    C_GET_LAST_ERROR,
+    C_COUNT
+};
+
+#define FAKE_DEVICES 16
+
+typedef struct fake_device {
+    int major, minor, sms, smem;
+} fake_device;
+
+static const fake_device h200 = {9, 0, 132, 232448};
+
+static struct {
+    int count;                      /* what cudaGetDeviceCount reports */
+    fake_device dev[FAKE_DEVICES];
+    int ptx_version;                /* cudaFuncAttributes.ptxVersion of every kernel */
+    int fail_call, fail_nth;        /* fail the fail_nth call (1-based) of kind fail_call */
+    cudaError_t fail_err;
+} fake;
+
+static atomic_int calls[C_COUNT];              /* calls per kind since fake_reset() */
+static atomic_int smem_raised_to;              /* last cudaFuncSetAttribute value */
+static _Thread_local int current_device;       /* the runtime's per-thread current device */
+
+static void fake_reset(void)
+{
+    fake.count = FAKE_DEVICES;
+    for (int i = 0; i < FAKE_DEVICES; ++i) fake.dev[i] = h200;
+    fake.ptx_version = 90;
+    fake.fail_call = -1;
+    fake.fail_nth = 0;
+    fake.fail_err = cudaSuccess;
+    for (int c = 0; c < C_COUNT; ++c) atomic_store(&calls[c], 0);
+    atomic_store(&smem_raised_to, 0);
+    current_device = 0;
+}
+
+/* Start counting calls afresh (after a test's own setup calls). */
+static void fake_zero_counts(void)
+{
+    for (int c = 0; c < C_COUNT; ++c) atomic_store(&calls[c], 0);
+}
+
+static void fake_fail(int call, int nth, cudaError_t err)
+{
+    fake.fail_call = call;
+    fake.fail_nth = nth;
+    fake.fail_err = err;
+}
+
+/* Count a call; the error it must return, or cudaSuccess. */
+static cudaError_t fake_enter(int call)
+{
+    const int n = atomic_fetch_add(&calls[call], 1) + 1;
+    return call == fake.fail_call && n == fake.fail_nth ? fake.fail_err : cudaSuccess;
+}
+
+static int fake_calls(int call) { return atomic_load(&calls[call]); }
+
+static int total_calls(void)
+{
+    int n = 0;
+    for (int c = 0; c < C_COUNT; ++c) n += fake_calls(c);
+    return n;
+}
+
+cudaError_t __wrap_cudaGetDeviceCount(int *count);
+cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device);
+cudaError_t __wrap_cudaGetDevice(int *device);
+cudaError_t __wrap_cudaSetDevice(int device);
+cudaError_t __wrap_cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func);
+cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value);
+cudaError_t __wrap_cudaGetLastError(void);
+
+cudaError_t __wrap_cudaGetDeviceCount(int *count)
+{
+    const cudaError_t err = fake_enter(C_GET_DEVICE_COUNT);
+    if (err != cudaSuccess) return err; /* like the real one: *count untouched */
+    *count = fake.count;
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
+{
+    const cudaError_t err = fake_enter(C_DEVICE_GET_ATTRIBUTE);
+    if (err != cudaSuccess) return err;
+    if (device < 0 || device >= fake.count || device >= FAKE_DEVICES) return cudaErrorInvalidDevice;
+    const fake_device *d = &fake.dev[device];
+    switch (attr) {
+    case cudaDevAttrComputeCapabilityMajor: *value = d->major; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMinor: *value = d->minor; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = d->sms; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = d->smem; return cudaSuccess;
+    default: return cudaErrorInvalidValue; /* an attribute this fake does not know */
+    }
+}
+
+cudaError_t __wrap_cudaGetDevice(int *device)
+{
+    const cudaError_t err = fake_enter(C_GET_DEVICE);
+    if (err != cudaSuccess) return err;
+    *device = current_device;
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaSetDevice(int device)
+{
+    const cudaError_t err = fake_enter(C_SET_DEVICE);
+    if (err != cudaSuccess) return err;
+    if (device < 0 || device >= fake.count) return cudaErrorInvalidDevice;
+    current_device = device;
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+    const cudaError_t err = fake_enter(C_FUNC_GET_ATTRIBUTES);
+    if (err != cudaSuccess) return err;
+    if (!func) return cudaErrorInvalidDeviceFunction;
+    memset(attr, 0, sizeof *attr);
+    attr->ptxVersion = attr->binaryVersion = fake.ptx_version;
+    attr->maxThreadsPerBlock = 1024;
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+    const cudaError_t err = fake_enter(C_FUNC_SET_ATTRIBUTE);
+    if (err != cudaSuccess) return err;
+    if (!func || attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
+    atomic_store(&smem_raised_to, value);
+    return cudaSuccess;
+}
+
+/* The kernel launchers check each launch with cudaGetLastError; this is where a launch
+ * fails. (The launches themselves reach the real runtime, which has no driver here and
+ * leaves no state behind that this fake reports.) */
+cudaError_t __wrap_cudaGetLastError(void) { return fake_enter(C_GET_LAST_ERROR); }
+
+/* ======================================================================================
+ * Helpers
+ * ====================================================================================== */
+
+/* Device ordinals by history (the cache is per process and per ordinal). */
+enum {
+    ORD_HAPPY = 0,      /* queried and prepared by the happy-path tests; the current device */
+    ORD_SM86 = 1,
+    ORD_SM75 = 2,
+    ORD_THREADS = 3,    /* first touched by the cache test, from many threads */
+    ORD_RETRY = 4,
+    ORD_PREPARE = 6,    /* query succeeds; kernel preparation never does */
+    ORD_QUERY = 7,      /* never queried successfully */
+    ORD_FRESH = 8,      /* 8 .. FAKE_DEVICES-1: one each, handed out by fresh_ordinal() */
+};
+
+static int fresh_ordinal(void)
+{
+    static int next = ORD_FRESH;
+    if (next >= FAKE_DEVICES) fail_msg("out of fresh device ordinals; raise FAKE_DEVICES");
+    return next++;
+}
+
+static int32_t head_dim; /* a head dim this build has a kernel for (main() picks it) */
+
+static flashbwd_problem device_problem(int32_t device)
+{
+    flashbwd_problem p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = FLASHBWD_PROBLEM_STRUCT_SIZE;
+    p.backend = FLASHBWD_BACKEND_CUDA;
+    p.device = device;
+    p.head_dim = head_dim;
+    p.batch = 2, p.heads_q = 4, p.heads_kv = 4, p.seqlen_q = 100, p.seqlen_k = 200;
+    return p;
+}
+
+static flashbwd_plan_info info_of(const flashbwd_plan *plan)
+{
+    flashbwd_plan_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = FLASHBWD_PLAN_INFO_STRUCT_SIZE;
+    assert_int_equal(flashbwd_plan_get_info(plan, &info), FLASHBWD_OK);
+    return info;
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    fake_reset();
+    return 0;
+}
+
+static void expect_contains(const char *msg, const char *want, const char *row)
+{
+    if (!strstr(msg, want))
+        fail_msg("[%s] message \"%s\" does not contain \"%s\"", row, msg, want);
+}
+
+/* A plan on ORD_HAPPY with every tensor and the workspace bound to host memory the fake
+ * launches never touch. */
+typedef struct bound_plan {
+    flashbwd_plan *plan;
+    void *mem;
+} bound_plan;
+
+static bound_plan bound_plan_make(int32_t heads_kv)
+{
+    flashbwd_problem p = device_problem(ORD_HAPPY);
+    p.heads_kv = heads_kv;
+    bound_plan b = {NULL, NULL};
+    const int32_t st = flashbwd_plan_create(&p, &b.plan);
+    if (st != FLASHBWD_OK) fail_msg("create: %s", flashbwd_last_error());
+    size_t ws = 0;
+    assert_int_equal(flashbwd_plan_workspace_size(b.plan, &ws), FLASHBWD_OK);
+    const size_t slot = (size_t)1 << 20;
+    b.mem = aligned_alloc(256, slot * 11 + ws);
+    assert_non_null(b.mem);
+    for (int32_t id = FLASHBWD_TENSOR_Q; id <= FLASHBWD_TENSOR_DV; ++id)
+        assert_int_equal(flashbwd_plan_set_tensor(b.plan, id, (char *)b.mem + slot * id, NULL, 0),
+                         FLASHBWD_OK);
+    assert_int_equal(flashbwd_plan_set_workspace(b.plan, (char *)b.mem + slot * 10, ws),
+                     FLASHBWD_OK);
+    return b;
+}
+
+static void bound_plan_free(bound_plan *b)
+{
+    flashbwd_plan_destroy(b->plan);
+    free(b->mem);
+}
+
+/* ======================================================================================
+ * Each call fails in turn
+ * ====================================================================================== */
+
+typedef struct site {
+    const char *name;
+    int call, nth;
+    int32_t device;     /* ordinal planned for; -1: a fresh one */
+    int at_execute;     /* the call is made by flashbwd_execute, not plan creation */
+    const char *names;  /* the message must contain this */
+} site;
+
+static const site sites[] = {
+    {"cudaGetDeviceCount", C_GET_DEVICE_COUNT, 1, ORD_QUERY, 0, "cudaGetDeviceCount failed"},
+    {"cudaDeviceGetAttribute #1 (major)", C_DEVICE_GET_ATTRIBUTE, 1, ORD_QUERY, 0, "cudaDeviceGetAttribute failed"},
+    {"cudaDeviceGetAttribute #2 (minor)", C_DEVICE_GET_ATTRIBUTE, 2, ORD_QUERY, 0, "cudaDeviceGetAttribute failed"},
+    {"cudaDeviceGetAttribute #3 (SMs)", C_DEVICE_GET_ATTRIBUTE, 3, ORD_QUERY, 0, "cudaDeviceGetAttribute failed"},
+    {"cudaDeviceGetAttribute #4 (opt-in smem)", C_DEVICE_GET_ATTRIBUTE, 4, ORD_QUERY, 0, "cudaDeviceGetAttribute failed"},
+    {"cudaGetDevice before preparing the kernel", C_GET_DEVICE, 1, ORD_PREPARE, 0, "cudaGetDevice failed"},
+    {"cudaSetDevice to the plan's device", C_SET_DEVICE, 1, ORD_PREPARE, 0, "cudaSetDevice failed"},
+    {"cudaFuncGetAttributes", C_FUNC_GET_ATTRIBUTES, 1, ORD_PREPARE, 0, "cudaFuncGetAttributes"},
+    {"cudaFuncSetAttribute", C_FUNC_SET_ATTRIBUTE, 1, ORD_PREPARE, 0, "cudaFuncSetAttribute"},
+    {"cudaSetDevice restoring the caller's device", C_SET_DEVICE, 2, -1, 0, "restoring the caller's"},
+    {"cudaGetDevice at execute", C_GET_DEVICE, 1, ORD_HAPPY, 1, "cudaGetDevice failed"},
+};
+
+typedef struct code {
+    cudaError_t err;
+    int32_t expect;
+} code;
+
+static const code codes[] = {
+    {cudaErrorInsufficientDriver, FLASHBWD_ERR_NO_DEVICE}, /* 35: no driver */
+    {cudaErrorNoDevice, FLASHBWD_ERR_NO_DEVICE},           /* 100: driver, no GPU */
+    {cudaErrorStubLibrary, FLASHBWD_ERR_NO_DEVICE},        /* 34: the stub libcuda */
+    {cudaErrorInvalidValue, FLASHBWD_ERR_CUDA},
+    {cudaErrorUnknown, FLASHBWD_ERR_CUDA},
+};
+
+typedef struct fault {
+    const site *site;
+    const code *code;
+} fault;
+
+static fault faults[COUNT_OF(sites) * COUNT_OF(codes)];
+
+static void test_cuda_call_failure_gives_a_clean_status_and_names_the_error(void **state)
+{
+    const fault *f = *state;
+    const site *s = f->site;
+    const code *c = f->code;
+    const char *row = s->name;
+    int32_t st;
+    const char *msg;
+    bound_plan b = {NULL, NULL};
+    int out_left_set = 0;
+    if (s->at_execute) {
+        b = bound_plan_make(4);
+        fake_zero_counts();
+        fake_fail(s->call, s->nth, c->err);
+        st = flashbwd_execute(b.plan, NULL);
+        msg = flashbwd_plan_last_error(b.plan);
+        if (strcmp(msg, flashbwd_last_error()) != 0)
+            fail_msg("[%s] plan message \"%s\" differs from the thread's \"%s\"", row, msg,
+                     flashbwd_last_error());
+    } else {
+        flashbwd_problem p = device_problem(s->device >= 0 ? s->device : fresh_ordinal());
+        fake_fail(s->call, s->nth, c->err);
+        flashbwd_plan *plan = (flashbwd_plan *)&p;
+        st = flashbwd_plan_create(&p, &plan);
+        out_left_set = plan != NULL;
+        if (plan && st == FLASHBWD_OK) flashbwd_plan_destroy(plan);
+        msg = flashbwd_last_error();
+    }
+    if (fake_calls(s->call) < s->nth)
+        fail_msg("[%s] the call was made %d time(s), never a #%d: the site is not reached",
+                 row, fake_calls(s->call), s->nth);
+    if (st != c->expect)
+        fail_msg("[%s] %s: status %s; expected %s (%s)", row, cudaGetErrorName(c->err),
+                 flashbwd_status_name(st), flashbwd_status_name(c->expect), msg);
+    if (out_left_set) fail_msg("[%s] a failed create left *out non-NULL", row);
+    expect_contains(msg, s->names, row);
+    expect_contains(msg, cudaGetErrorName(c->err), row);
+    expect_contains(msg, flashbwd_status_name(c->expect), row);
+    /* The caller's device is restored, unless restoring it is what failed. */
+    if (s->call != C_SET_DEVICE || s->nth != 2)
+        if (current_device != 0)
+            fail_msg("[%s] the current device is %d after the call; it was 0", row,
+                     current_device);
+    if (b.plan) bound_plan_free(&b);
+}
+
+/* Launches fail through cudaGetLastError after each kernel. */
+typedef struct launch_fault {
+    const char *name;
+    int nth;
+    cudaError_t err;
+} launch_fault;
+
+static const launch_fault launch_faults[] = {
+    {"preprocess launch", 1, cudaErrorLaunchOutOfResources},
+    {"main launch", 2, cudaErrorLaunchOutOfResources},
+    {"convert dQ launch", 3, cudaErrorLaunchOutOfResources},
+    {"preprocess launch", 1, cudaErrorInvalidConfiguration},
+    {"main launch", 2, cudaErrorNoKernelImageForDevice},
+    {"convert dQ launch", 3, cudaErrorInvalidConfiguration},
+};
+
+static void test_launch_failure_gives_cuda_status_and_names_the_error(void **state)
+{
+    const launch_fault *f = *state;
+    bound_plan b = bound_plan_make(4);
+    fake_zero_counts();
+    fake_fail(C_GET_LAST_ERROR, f->nth, f->err);
+    const int32_t st = flashbwd_execute(b.plan, NULL);
+    const char *msg = flashbwd_plan_last_error(b.plan);
+    if (st != FLASHBWD_ERR_CUDA)
+        fail_msg("[%s] status %s; expected FLASHBWD_ERR_CUDA (%s)", f->name,
+                 flashbwd_status_name(st), msg);
+    expect_contains(msg, cudaGetErrorName(f->err), f->name);
+    expect_contains(msg, "launching the backward kernels failed", f->name);
+    /* The launcher stops at the failing launch. */
+    assert_int_equal(fake_calls(C_GET_LAST_ERROR), f->nth);
+    bound_plan_free(&b);
+}
+
+/* ======================================================================================
+ * The fake device's happy paths, and the device cache
+ * ====================================================================================== */
+
+static void test_plan_on_a_device_takes_its_properties(void **state)
+{
+    (void)state;
+    flashbwd_problem p = device_problem(ORD_HAPPY);
+    flashbwd_plan *plan = NULL;
+    if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK) fail_msg("%s", flashbwd_last_error());
+    const flashbwd_plan_info info = info_of(plan);
+    assert_int_equal(info.backend, FLASHBWD_BACKEND_CUDA);
+    assert_int_equal(info.arch, 90);
+    assert_int_equal(info.sm_count, 132);
+    assert_int_equal(info.smem_per_block, 232448);
+    assert_int_equal(info.kernel_head_dim, head_dim);
+    assert_true(info.smem_bytes > 0 && info.smem_bytes <= 232448);
+    /* The same problem planned for sm_90 from explicit properties chooses the same. */
+    flashbwd_problem q = p;
+    q.arch = 90;
+    flashbwd_plan *planned = NULL;
+    assert_int_equal(flashbwd_plan_create(&q, &planned), FLASHBWD_OK);
+    const flashbwd_plan_info want = info_of(planned);
+    assert_int_equal(info.block_m, want.block_m);
+    assert_int_equal(info.block_n, want.block_n);
+    assert_int_equal(info.smem_bytes, want.smem_bytes);
+    assert_memory_equal(info.grid, want.grid, sizeof info.grid);
+    assert_int_equal(info.workspace_bytes, want.workspace_bytes);
+    flashbwd_plan_destroy(planned);
+    flashbwd_plan_destroy(plan);
+}
+
+static void test_plan_raises_the_kernels_smem_limit_once_per_device(void **state)
+{
+    (void)state;
+    const int ord = fresh_ordinal();
+    flashbwd_problem p = device_problem(ord);
+    flashbwd_plan *plan = NULL;
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+    const flashbwd_plan_info info = info_of(plan);
+    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), 1);
+    assert_int_equal(atomic_load(&smem_raised_to), info.smem_bytes);
+    /* It was raised on the plan's device, and the caller's device is back. */
+    assert_int_equal(current_device, 0);
+    assert_int_equal(fake_calls(C_SET_DEVICE), 2);
+    flashbwd_plan_destroy(plan);
+    for (int i = 0; i < 5; ++i) {
+        assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+        flashbwd_plan_destroy(plan);
+    }
+    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), 1);
+    assert_int_equal(fake_calls(C_SET_DEVICE), 2);
+}
+
+static void test_plan_on_an_sm86_device_takes_an_sm86_row(void **state)
+{
+    (void)state;
+    fake.dev[ORD_SM86] = (fake_device){8, 6, 84, 101376};
+    flashbwd_problem p = device_problem(ORD_SM86);
+    flashbwd_plan *plan = NULL;
+    if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK) fail_msg("%s", flashbwd_last_error());
+    const flashbwd_plan_info info = info_of(plan);
+    assert_int_equal(info.arch, 86);
+    assert_int_equal(info.sm_count, 84);
+    assert_true(info.smem_bytes <= 101376);
+    flashbwd_plan_destroy(plan);
+}
+
+static void test_plan_on_an_sm75_device_is_not_supported(void **state)
+{
+    (void)state;
+    fake.dev[ORD_SM75] = (fake_device){7, 5, 40, 65536};
+    flashbwd_problem p = device_problem(ORD_SM75);
+    flashbwd_plan *plan = (flashbwd_plan *)&p;
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_ERR_NOT_SUPPORTED);
+    assert_null(plan);
+    expect_contains(flashbwd_last_error(), "sm_75 is older than sm_80", "sm_75");
+}
+
+static void test_plan_with_kernels_older_than_the_device_is_a_cuda_error(void **state)
+{
+    (void)state;
+    fake.ptx_version = 80; /* the binary has only sm_80 code for an sm_90 row */
+    flashbwd_problem p = device_problem(fresh_ordinal());
+    flashbwd_plan *plan = (flashbwd_plan *)&p;
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_ERR_CUDA);
+    assert_null(plan);
+    expect_contains(flashbwd_last_error(), "cudaErrorNoKernelImageForDevice", "old ptx");
+    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), 0);
+}
+
+static void test_plan_with_zero_devices_is_no_device(void **state)
+{
+    (void)state;
+    fake.count = 0;
+    flashbwd_problem p = device_problem(ORD_QUERY);
+    flashbwd_plan *plan = (flashbwd_plan *)&p;
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_ERR_NO_DEVICE);
+    assert_null(plan);
+    expect_contains(flashbwd_last_error(), "no CUDA device is visible", "count 0");
+}
+
+static void test_plan_for_a_device_past_the_count_is_invalid(void **state)
+{
+    (void)state;
+    fake.count = 2;
+    flashbwd_problem p = device_problem(ORD_QUERY);
+    flashbwd_plan *plan = (flashbwd_plan *)&p;
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_ERR_INVALID_VALUE);
+    assert_null(plan);
+    expect_contains(flashbwd_last_error(), "problem.device = 7, but only 2 CUDA device(s)", "count 2");
+}
+
+static void test_plan_for_device_64_or_above_is_not_supported(void **state)
+{
+    (void)state;
+    fake.count = 100;
+    flashbwd_problem p = device_problem(64);
+    flashbwd_plan *plan = (flashbwd_plan *)&p;
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_ERR_NOT_SUPPORTED);
+    assert_null(plan);
+    expect_contains(flashbwd_last_error(), "problem.device = 64", "device 64");
+}
+
+static void test_plan_sm_count_override_leaves_the_cached_count_alone(void **state)
+{
+    (void)state;
+    flashbwd_problem p = device_problem(ORD_HAPPY);
+    p.sm_count = 7;
+    flashbwd_plan *plan = NULL;
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+    assert_int_equal(info_of(plan).sm_count, 7);
+    flashbwd_plan_destroy(plan);
+    p.sm_count = 0;
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+    assert_int_equal(info_of(plan).sm_count, 132);
+    flashbwd_plan_destroy(plan);
+}
+
+static void test_device_query_failure_is_not_cached_and_is_retried(void **state)
+{
+    (void)state;
+    const int64_t before = fb_device_query_count();
+    flashbwd_problem p = device_problem(ORD_RETRY);
+    flashbwd_plan *plan = NULL;
+    fake_fail(C_DEVICE_GET_ATTRIBUTE, 3, cudaErrorUnknown);
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_ERR_CUDA);
+    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+    assert_int_equal(info_of(plan).sm_count, 132);
+    flashbwd_plan_destroy(plan);
+    assert_int_equal(fb_device_query_count() - before, 2);
+    assert_int_equal(fake_calls(C_DEVICE_GET_ATTRIBUTE), 3 + 4);
+}
+
+/* Many threads create plans for one device at once: the device is queried once and the
+ * kernel prepared once, and every plan sees the same properties. */
+enum { THREADS = 8, PLANS_PER_THREAD = 25 };
+
+static void *create_many(void *arg)
+{
+    int *failures = arg;
+    flashbwd_problem p = device_problem(ORD_THREADS);
+    for (int i = 0; i < PLANS_PER_THREAD; ++i) {
+        flashbwd_plan *plan = NULL;
+        if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK) {
+            ++*failures;
+            continue;
+        }
+        flashbwd_plan_info info;
+        memset(&info, 0, sizeof info);
+        info.struct_size = FLASHBWD_PLAN_INFO_STRUCT_SIZE;
+        if (flashbwd_plan_get_info(plan, &info) != FLASHBWD_OK || info.arch != 90 ||
+            info.sm_count != 132 || info.smem_per_block != 232448)
+            ++*failures;
+        flashbwd_plan_destroy(plan);
+    }
+    return NULL;
+}
+
+static void test_device_cache_queries_once_across_many_creates_and_threads(void **state)
+{
+    (void)state;
+    const int64_t before = fb_device_query_count();
+    pthread_t t[THREADS];
+    int failures[THREADS] = {0};
+    for (int i = 0; i < THREADS; ++i)
+        assert_int_equal(pthread_create(&t[i], NULL, create_many, &failures[i]), 0);
+    for (int i = 0; i < THREADS; ++i) assert_int_equal(pthread_join(t[i], NULL), 0);
+    for (int i = 0; i < THREADS; ++i)
+        if (failures[i]) fail_msg("thread %d: %d of %d creates failed", i, failures[i],
+                                  PLANS_PER_THREAD);
+    assert_int_equal(fb_device_query_count() - before, 1);
+    assert_int_equal(fake_calls(C_GET_DEVICE_COUNT), 1);
+    assert_int_equal(fake_calls(C_DEVICE_GET_ATTRIBUTE), 4);
+    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), 1);
+}
+
+/* ======================================================================================
+ * Execute and destroy
+ * ====================================================================================== */
+
+static void test_execute_checks_every_launch_and_returns_ok(void **state)
+{
+    (void)state;
+    const int32_t heads_kv[] = {4, 2}; /* MHA: 3 launches; GQA: 4 */
+    for (size_t i = 0; i < COUNT_OF(heads_kv); ++i) {
+        bound_plan b = bound_plan_make(heads_kv[i]);
+        const flashbwd_plan_info info = info_of(b.plan);
+        fake_reset();
+        const int32_t st = flashbwd_execute(b.plan, NULL);
+        if (st != FLASHBWD_OK) fail_msg("execute: %s", flashbwd_plan_last_error(b.plan));
+        assert_string_equal(flashbwd_plan_last_error(b.plan), "");
+        assert_int_equal(fake_calls(C_GET_LAST_ERROR), info.num_launches);
+        /* Execute does no device setup: one check of the current device, nothing else. */
+        assert_int_equal(fake_calls(C_GET_DEVICE), 1);
+        assert_int_equal(fake_calls(C_SET_DEVICE) + fake_calls(C_FUNC_SET_ATTRIBUTE) +
+                             fake_calls(C_DEVICE_GET_ATTRIBUTE),
+                         0);
+        bound_plan_free(&b);
+    }
+}
+
+static void test_execute_on_another_current_device_is_wrong_device(void **state)
+{
+    (void)state;
+    bound_plan b = bound_plan_make(4);
+    fake_zero_counts();
+    current_device = 5;
+    assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_ERR_WRONG_DEVICE);
+    expect_contains(flashbwd_plan_last_error(b.plan),
+                    "the current CUDA device is 5, but the plan was created for device 0",
+                    "wrong device");
+    assert_int_equal(fake_calls(C_GET_LAST_ERROR), 0); /* nothing was launched */
+    current_device = 0;
+    assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+    bound_plan_free(&b);
+}
+
+static void test_destroy_makes_no_cuda_call(void **state)
+{
+    (void)state;
+    bound_plan b = bound_plan_make(2);
+    const int before = total_calls();
+    flashbwd_plan_destroy(b.plan);
+    b.plan = NULL;
+    assert_int_equal(total_calls(), before);
+    free(b.mem);
+}
+
+/* ======================================================================================
+ * main: fixed tests, then one test per (call site, error code) and per launch fault
+ * ====================================================================================== */
+
+static void add_test(struct CMUnitTest *t, const char *name, CMUnitTestFunction fn, void *state)
+{
+    *t = (struct CMUnitTest){name, fn, setup, NULL, state};
+}
+
+int main(void)
+{
+    /* A head dim this build compiled a kernel for. */
+    const int32_t candidates[] = {64, 128};
+    for (size_t i = 0; i < COUNT_OF(candidates) && !head_dim; ++i) {
+        const fb_kernel_key key = {FLASHBWD_DTYPE_BF16, 90, candidates[i]};
+        if (fb_kernel_find(&key) >= 0) head_dim = candidates[i];
+    }
+    if (!head_dim) {
+        fprintf(stderr, "test_faults: this build has no bf16 sm_90 kernel for head dim 64 or "
+                        "128 (FLASHBWD_HEAD_DIMS); nothing to prepare\n");
+        return 1;
+    }
+
+    const struct {
+        const char *name;
+        CMUnitTestFunction fn;
+    } fixed[] = {
+#define T(f) {#f, f}
+        T(test_plan_on_a_device_takes_its_properties),
+        T(test_plan_raises_the_kernels_smem_limit_once_per_device),
+        T(test_plan_on_an_sm86_device_takes_an_sm86_row),
+        T(test_plan_on_an_sm75_device_is_not_supported),
+        T(test_plan_with_kernels_older_than_the_device_is_a_cuda_error),
+        T(test_plan_with_zero_devices_is_no_device),
+        T(test_plan_for_a_device_past_the_count_is_invalid),
+        T(test_plan_for_device_64_or_above_is_not_supported),
+        T(test_plan_sm_count_override_leaves_the_cached_count_alone),
+        T(test_device_query_failure_is_not_cached_and_is_retried),
+        T(test_device_cache_queries_once_across_many_creates_and_threads),
+        T(test_execute_checks_every_launch_and_returns_ok),
+        T(test_execute_on_another_current_device_is_wrong_device),
+        T(test_destroy_makes_no_cuda_call),
+#undef T
+    };
+    enum { NAME_BYTES = 192 };
+    const size_t n = COUNT_OF(fixed) + COUNT_OF(faults) + COUNT_OF(launch_faults);
+    struct CMUnitTest *tests = calloc(n, sizeof *tests);
+    char *names = calloc(n, NAME_BYTES);
+    if (!tests || !names) return 1;
+    size_t k = 0;
+    for (size_t i = 0; i < COUNT_OF(fixed); ++i, ++k)
+        add_test(&tests[k], fixed[i].name, fixed[i].fn, NULL);
+    for (size_t s = 0; s < COUNT_OF(sites); ++s)
+        for (size_t c = 0; c < COUNT_OF(codes); ++c, ++k) {
+            fault *f = &faults[s * COUNT_OF(codes) + c];
+            f->site = &sites[s];
+            f->code = &codes[c];
+            char *name = names + k * NAME_BYTES;
+            snprintf(name, NAME_BYTES,
+                     "test_cuda_call_failure_gives_a_clean_status_and_names_the_error [%s: %s]",
+                     sites[s].name, cudaGetErrorName(codes[c].err));
+            add_test(&tests[k], name,
+                     test_cuda_call_failure_gives_a_clean_status_and_names_the_error, f);
+        }
+    for (size_t i = 0; i < COUNT_OF(launch_faults); ++i, ++k) {
+        char *name = names + k * NAME_BYTES;
+        snprintf(name, NAME_BYTES,
+                 "test_launch_failure_gives_cuda_status_and_names_the_error [%s: %s]",
+                 launch_faults[i].name, cudaGetErrorName(launch_faults[i].err));
+        add_test(&tests[k], name, test_launch_failure_gives_cuda_status_and_names_the_error,
+                 (void *)&launch_faults[i]);
+    }
+    const int failed = _cmocka_run_group_tests("test_faults", tests, k, NULL, NULL);
+    free(names);
+    free(tests);
+    return failed;
+}
