@@ -16,15 +16,17 @@
  *   ring of STAGES buffers; exactly one group is committed per iteration, so
  *   wait_group<STAGES-1> always means "block m has landed".
  * Shared memory: sK | sV | sQ[STAGES] | sdO[STAGES] | sP | sdS | sLSE[STAGES] | sD[STAGES].
+ * Registers: shared-memory addresses are per-lane bases plus immediates (LaneAddr), rebuilt
+ *   from an opaque lane id each iteration so they are not held across the loop.
  * Elsewhere: tiles and swizzle (smem_tile.cuh), warp ownership (warp_layout.cuh), masks
- *   (mask.cuh), PTX (ptx/), configurations (src/config_table.h).
+ *   (mask.cuh), P and dS (softmax_grad.cuh), PTX (ptx/), configurations (src/config_table.h).
  */
 #pragma once
 #include "bwd_config.cuh"
 #include "launch.h"
 #include "mask.cuh"
-#include "ptx/math.cuh"
 #include "seqinfo.cuh"
+#include "softmax_grad.cuh"
 #include "tile_io.cuh"
 #include "warp_gemm.cuh"
 
@@ -48,18 +50,20 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     constexpr int BM = C::BLOCK_M, BN = C::BLOCK_N, HD = C::HEAD_DIM, ST = C::STAGES;
     constexpr int NT = C::NUM_THREADS;
 
+    /* Shared memory, as byte addresses in the shared state space. */
     extern __shared__ __align__(128) unsigned char smem[];
-    T *sK = reinterpret_cast<T *>(smem);
-    T *sV = sK + TileK::ELEMS;
-    T *sQ = sV + TileK::ELEMS;
-    T *sdO = sQ + ST * TileQ::ELEMS;
-    T *sP = sdO + ST * TileQ::ELEMS;
-    T *sdS = sP + TileP::ELEMS;
-    float *sLSE = reinterpret_cast<float *>(sdS + TileP::ELEMS);
+    const uint32_t sK = smem_u32(smem);
+    const uint32_t sV = sK + TileK::BYTES;
+    const uint32_t sQ = sV + TileK::BYTES;
+    const uint32_t sdO = sQ + ST * TileQ::BYTES;
+    const uint32_t sP = sdO + ST * TileQ::BYTES;
+    const uint32_t sdS = sP + TileP::BYTES;
+    float *sLSE = reinterpret_cast<float *>(smem + 2 * TileK::BYTES + 2 * ST * TileQ::BYTES +
+                                            2 * TileP::BYTES);
     float *sD = sLSE + ST * BM;
 
     const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int tid = threadIdx.x, warp = tid / 32;
     const SeqInfo si = seq_info<BM, BN>(p, b);
     const int n0 = n_block * BN;
     if (n0 >= si.sk) return; /* varlen: this sequence has fewer keys */
@@ -71,8 +75,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     int m_begin, m_end;
     mask.m_block_range(n0, BN, BM, si.sq, m_begin, m_end);
 
-    /* Output rows of this key block; computed where used, to keep them out of the loop's
-     * registers. */
+    /* Output rows of this key block; computed where used, to keep them out of the loop. */
     auto out_rows = [&](void *base, const int64_t *stride) {
         return static_cast<T *>(base) + b * stride[0] + (si.k_row0 + n0) * stride[1] +
                h_kv * stride[2];
@@ -100,16 +103,16 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     /* Query block m into ring stage s: Q, dO (zero past sq), LSE·log2e and D. */
     auto load_stage = [&](int m, int s) {
         const int m0 = m * BM, rows = min(BM, si.sq - m0);
-        cp_async_tile<TileQ, BM, HD, NT>(sQ + s * TileQ::ELEMS, gQ + m0 * p.q_stride[1],
-                                         p.q_stride[1], rows, p.head_dim, tid);
-        cp_async_tile<TileQ, BM, HD, NT>(sdO + s * TileQ::ELEMS, gdO + m0 * p.do_stride[1],
-                                         p.do_stride[1], rows, p.head_dim, tid);
-        cp_async_floats(sLSE + s * BM, p.lse_log2 + ws_q + m0, BM, tid);
-        cp_async_floats(sD + s * BM, p.dpsum + ws_q + m0, BM, tid);
+        cp_async_tile<TileQ, HD, NT>(sQ + s * TileQ::BYTES, gQ + m0 * p.q_stride[1],
+                                     p.q_stride[1], rows, p.head_dim, tid);
+        cp_async_tile<TileQ, HD, NT>(sdO + s * TileQ::BYTES, gdO + m0 * p.do_stride[1],
+                                     p.do_stride[1], rows, p.head_dim, tid);
+        cp_async_floats(smem_u32(sLSE + s * BM), p.lse_log2 + ws_q + m0, BM, tid);
+        cp_async_floats(smem_u32(sD + s * BM), p.dpsum + ws_q + m0, BM, tid);
     };
 
-    cp_async_tile<TileK, BN, HD, NT>(sK, gK, p.k_stride[1], kv_rows, p.head_dim, tid);
-    cp_async_tile<TileK, BN, HD, NT>(sV, gV, p.v_stride[1], kv_rows, p.head_dim, tid);
+    cp_async_tile<TileK, HD, NT>(sK, gK, p.k_stride[1], kv_rows, p.head_dim, tid);
+    cp_async_tile<TileK, HD, NT>(sV, gV, p.v_stride[1], kv_rows, p.head_dim, tid);
     ptx::cp_async_commit();
 #pragma unroll
     for (int s = 0; s < ST - 1; ++s) {
@@ -117,9 +120,14 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         ptx::cp_async_commit(); /* commit even when empty: wait_group counts groups */
     }
 
-    float slope_log2 = 0.0f; /* ALiBi: bias = -slope·|i + sk - sq - j| */
+    SoftmaxParams sp;
+    sp.scale_log2 = p.scale_log2;
+    sp.softcap_inv = p.softcap_inv;
+    sp.softcap_log2 = p.softcap_log2;
+    sp.slope_log2 = 0.0f; /* ALiBi: bias = -slope·|i + sk - sq - j| */
     if (p.alibi_slopes)
-        slope_log2 = p.alibi_slopes[b * p.alibi_stride[0] + h * p.alibi_stride[1]] * LOG2E;
+        sp.slope_log2 = p.alibi_slopes[b * p.alibi_stride[0] + h * p.alibi_stride[1]] * LOG2E;
+    const bool softcap = p.softcap_on != 0;
 
     float acc_dk[LKV::MT][LKV::NT][4], acc_dv[LKV::MT][LKV::NT][4];
     zero(acc_dk);
@@ -132,63 +140,47 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         ptx::cp_async_wait<ST - 1>();
         __syncthreads(); /* block m (and K, V) visible to every warp */
 
-        const T *q = sQ + stage * TileQ::ELEMS, *dO = sdO + stage * TileQ::ELEMS;
+        const int lane = lane_id();
+        const uint32_t q_off = stage * TileQ::BYTES;            /* sQ, sdO stage */
+        const uint32_t do_off = q_off + ST * TileQ::BYTES;      /* sdO relative to sQ */
         const float *lse = sLSE + stage * BM, *dsum = sD + stage * BM;
-        const int m0 = m * BM;
+        const int64_t m0 = (int64_t)m * BM;
 
         float acc_s[LS::MT][LS::NT][4], acc_dp[LS::MT][LS::NT][4];
-        zero(acc_s);
-        warp_gemm<LS, TileQ, TileK, false, false, HD>(acc_s, q, sK, warp, lane);   // S = Q·Kᵀ
-        zero(acc_dp);
-        warp_gemm<LS, TileQ, TileK, false, false, HD>(acc_dp, dO, sV, warp, lane); // dP = dO·Vᵀ
-
-        /* P and dS, element by element; masks only on edge tiles (a uniform branch). */
-        const bool edge = mask.tile_needs_mask(m0, BM, n0, BN);
-#pragma unroll
-        for (int mi = 0; mi < LS::MT; ++mi)
-#pragma unroll
-            for (int hr = 0; hr < 2; ++hr) {
-                const int r = LS::row0(warp) + 16 * mi + (lane >> 2) + 8 * hr;
-                const float row_lse = lse[r], row_d = dsum[r];
-#pragma unroll
-                for (int nj = 0; nj < LS::NT; ++nj)
-#pragma unroll
-                    for (int e = 2 * hr; e < 2 * hr + 2; ++e) {
-                        const int c = LS::col0(warp) + 8 * nj + 2 * (lane & 3) + (e & 1);
-                        float score, dtanh = 1.0f;
-                        if (p.softcap_on) {
-                            const float t = ptx::tanh_approx(acc_s[mi][nj][e] * p.softcap_inv);
-                            score = t * p.softcap_log2;
-                            dtanh = 1.0f - t * t; /* before masking: 1 - (-inf)^2 is NaN */
-                        } else {
-                            score = acc_s[mi][nj][e] * p.scale_log2;
-                        }
-                        const int64_t i = m0 + r, j = n0 + c;
-                        if (slope_log2 != 0.0f) {
-                            const int64_t dist = i + mask.diag - j;
-                            score -= slope_log2 * (float)(dist < 0 ? -dist : dist);
-                        }
-                        float pv = ptx::ex2_approx(score - row_lse);
-                        if (edge && !mask.visible(i, j)) pv = 0.0f;
-                        acc_s[mi][nj][e] = pv;
-                        acc_dp[mi][nj][e] = pv * (acc_dp[mi][nj][e] - row_d) * dtanh;
-                    }
-            }
-        store_frags<LS, TileP>(sP, acc_s, 1.0f, warp, lane);
-        store_frags<LS, TileP>(sdS, acc_dp, 1.0f, warp, lane);
+        {
+            const auto a = operand_addr<LS, TileQ, true, false>(sQ, warp, lane);
+            const auto bk = operand_addr<LS, TileK, false, false>(sK, warp, lane);
+            zero(acc_s);
+            warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc_s, a, q_off, bk, 0);   // S = Q·Kᵀ
+            zero(acc_dp);
+            warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc_dp, a, do_off, bk,
+                                                             TileK::BYTES);           // dP = dO·Vᵀ
+        }
+        softmax_grad_tile<LS>(acc_s, acc_dp, lse, dsum, sp, softcap, mask,
+                              mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, warp, lane);
+        store_frags<LS, TileP, T>(sP, acc_s, 1.0f, warp, lane);
+        store_frags<LS, TileP, T>(sdS, acc_dp, 1.0f, warp, lane);
         __syncthreads(); /* P and dS visible */
 
-        warp_gemm<LKV, TileP, TileQ, true, true, BM>(acc_dv, sP, dO, warp, lane);  // dV += Pᵀ·dO
-        warp_gemm<LKV, TileP, TileQ, true, true, BM>(acc_dk, sdS, q, warp, lane);  // dK += dSᵀ·Q
+        {
+            const auto a = operand_addr<LKV, TileP, true, true>(sP, warp, lane);
+            const auto bq = operand_addr<LKV, TileQ, false, true>(sQ, warp, lane);
+            warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(acc_dv, a, 0, bq, do_off);  // dV += Pᵀ·dO
+            warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(acc_dk, a, TileP::BYTES, bq,
+                                                            q_off);                   // dK += dSᵀ·Q
+        }
         {
             float acc_dq[LQ::MT][LQ::NT][4];
+            const auto a = operand_addr<LQ, TileP, true, false>(sdS, warp, lane);
+            const auto bk = operand_addr<LQ, TileK, false, true>(sK, warp, lane);
             zero(acc_dq);
-            warp_gemm<LQ, TileP, TileK, false, true, BN>(acc_dq, sdS, sK, warp, lane); // dQ = dS·K
+            warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, 0, bk, 0);      // dQ = dS·K
             red_add_frags<LQ, NT>(p.dq_accum + (ws_q + m0) * HD, acc_dq, 1.0f, tid);
         }
         __syncthreads(); /* this stage, P and dS free for reuse */
     }
 
+    const int lane = lane_id();
     if (gqa) { /* add into the group sums; convert_dkv writes dK, dV */
         const int64_t chunk = (si.ws_k_row0 + (int64_t)h_kv * p.ws_rows_k + n0) * HD;
         red_add_frags<LKV, NT>(p.dk_accum + chunk, acc_dk, p.scale, tid);
@@ -196,13 +188,13 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         return;
     }
     /* Stage dK, dV in the (now free) sK, sV tiles, then write whole 16-byte chunks. */
-    store_frags<LKV, TileK>(sK, acc_dk, p.scale, warp, lane);
-    store_frags<LKV, TileK>(sV, acc_dv, 1.0f, warp, lane);
+    store_frags<LKV, TileK, T>(sK, acc_dk, p.scale, warp, lane);
+    store_frags<LKV, TileK, T>(sV, acc_dv, 1.0f, warp, lane);
     __syncthreads();
-    store_tile<TileK, BN, HD, NT>(out_rows(p.dk, p.dk_stride), p.dk_stride[1], sK, kv_rows,
-                                  p.head_dim, tid);
-    store_tile<TileK, BN, HD, NT>(out_rows(p.dv, p.dv_stride), p.dv_stride[1], sV, kv_rows,
-                                  p.head_dim, tid);
+    store_tile<TileK, HD, NT>(out_rows(p.dk, p.dk_stride), p.dk_stride[1], sK, kv_rows,
+                              p.head_dim, tid);
+    store_tile<TileK, HD, NT>(out_rows(p.dv, p.dv_stride), p.dv_stride[1], sV, kv_rows,
+                              p.head_dim, tid);
     }
 }
 

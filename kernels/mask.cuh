@@ -2,8 +2,8 @@
  *
  * Query i sees key j iff j < sk, and, with a window, i + diag - left <= j <= i + diag + right
  * where diag = sk - sq (bottom-right alignment; causal is right = 0). -1 means unbounded.
- * The main kernel asks tile_needs_mask once per tile (a uniform branch) and visible() per
- * element only for the tiles on an edge.
+ * The main kernel asks tile_needs_mask once per tile (a uniform branch) and, only for the
+ * tiles on an edge, row_limits per row.
  */
 #pragma once
 #include <stdint.h>
@@ -15,17 +15,22 @@ struct Mask {
     int64_t diag;
     int left, right; /* -1 = unbounded */
 
-    __device__ __forceinline__ bool visible(int64_t i, int64_t j) const
-    {
-        return j < sk && (right < 0 || j <= i + diag + right) && (left < 0 || j >= i + diag - left);
-    }
-
     /* Whether some pair of rows [m0, m0+bm) x keys [n0, n0+bn) is masked. Rows past sq need
      * no mask: their LSE is +inf, so P = 0 there. */
     __device__ __forceinline__ bool tile_needs_mask(int64_t m0, int bm, int64_t n0, int bn) const
     {
         return n0 + bn > sk || (right >= 0 && n0 + bn - 1 > m0 + diag + right) ||
                (left >= 0 && n0 < m0 + bm - 1 + diag - left);
+    }
+
+    /* Visible keys of row i as columns [lo, hi) of the tile starting at key n0. */
+    __device__ __forceinline__ void row_limits(int64_t i, int64_t n0, int &lo, int &hi) const
+    {
+        int64_t l = -1, h = sk - n0;
+        if (left >= 0) l = i + diag - left - n0;
+        if (right >= 0 && i + diag + right + 1 - n0 < h) h = i + diag + right + 1 - n0;
+        lo = (int)(l < -1 ? -1 : l > (1 << 20) ? (1 << 20) : l);
+        hi = (int)(h < -1 ? -1 : h > (1 << 20) ? (1 << 20) : h);
     }
 
     /* Query blocks [begin, end) that see at least one key of [n0, n0+bn). */

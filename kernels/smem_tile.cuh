@@ -7,24 +7,70 @@
  * ((row / 2) % 4) for 64-byte rows. Eight consecutive rows at one logical chunk then land
  * on eight different 16-byte bank groups, which is the access shape of every ldmatrix and
  * of a warp's fragment stores (flash-backward-reference.md §3.2 describes the same idea).
+ *
+ * LaneAddr keeps address arithmetic out of the inner loops. A lane touches (r + dr, c + dc)
+ * for compile-time steps dr (a multiple of 8, which keeps the row's swizzle bits) and dc (a
+ * multiple of STEP). Within a panel the XOR pattern then takes only PANEL/STEP values, so
+ * the lane precomputes that many byte addresses once and every access is one of them plus
+ * an immediate: at(dr, dc) compiles to a register and a constant offset.
  */
 #pragma once
+#include <stdint.h>
 
 namespace fb {
 
 template <int ROWS, int COLS> struct SmemTile {
     static_assert(COLS % 32 == 0, "tile columns must be a multiple of 32");
+    static constexpr int NUM_ROWS = ROWS;
     static constexpr int PANEL = COLS % 64 == 0 ? 64 : 32;
     static constexpr int ELEMS = ROWS * COLS;
     static constexpr int BYTES = ELEMS * 2;
+
+    __device__ static __forceinline__ int swizzle(int row)
+    {
+        return PANEL == 64 ? (row & 7) : ((row >> 1) & 3);
+    }
 
     /* Element offset of (row, col). */
     __device__ static __forceinline__ int offset(int row, int col)
     {
         const int panel = col / PANEL, c = col % PANEL;
-        const int swz = PANEL == 64 ? (row & 7) : ((row >> 1) & 3);
-        return panel * (ROWS * PANEL) + row * PANEL + ((((c >> 3) ^ swz)) << 3) + (c & 7);
+        return panel * (ROWS * PANEL) + row * PANEL + ((((c >> 3) ^ swizzle(row))) << 3) + (c & 7);
     }
 };
+
+template <class Tile, int STEP> struct LaneAddr {
+    static_assert(Tile::PANEL % STEP == 0 && STEP % 8 == 0, "steps of whole chunks");
+    static constexpr int G = Tile::PANEL / STEP;
+    uint32_t base[G];
+
+    /* smem: the tile's shared-state byte address; (r, c): this lane's element at steps 0. */
+    __device__ __forceinline__ LaneAddr(uint32_t smem, int r, int c)
+    {
+        const int within = c % STEP, g0 = c / STEP, swz = Tile::swizzle(r);
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            const int g = g0 + j, panel = g / G, col = (g % G) * STEP + within;
+            base[j] = smem + 2 * (panel * (Tile::NUM_ROWS * Tile::PANEL) + r * Tile::PANEL +
+                                  (((col >> 3) ^ swz) << 3) + (col & 7));
+        }
+    }
+
+    /* Byte address of (r + dr, c + dc); dr % 8 == 0 and dc % STEP == 0, both constants. */
+    __device__ __forceinline__ uint32_t at(int dr, int dc) const
+    {
+        const int s = dc / STEP;
+        return base[s % G] + 2 * ((s / G) * (Tile::NUM_ROWS * Tile::PANEL) + dr * Tile::PANEL);
+    }
+};
+
+/* The lane index as an opaque value: code computed from it inside the main loop stays
+ * inside the loop instead of being hoisted into long-lived registers. */
+__device__ __forceinline__ int lane_id()
+{
+    int lane;
+    asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(lane));
+    return lane;
+}
 
 } // namespace fb

@@ -2,39 +2,83 @@
  *
  * Global rows are head_dim 16-bit values, contiguous, 16-byte aligned (set_tensor checks
  * it), so every transfer is a 16-byte chunk of 8 elements; a chunk is wholly inside or
- * wholly outside the real head_dim because head_dim is a multiple of 8.
+ * wholly outside the real head_dim because head_dim is a multiple of 8. A thread always
+ * handles the same column chunk, in rows r0, r0 + RPP, ... (RPP = threads per row pass), so
+ * its addresses are one base plus constant strides: no index arithmetic per chunk.
  */
 #pragma once
 #include <stdint.h>
 
 #include "ptx/cp_async.cuh"
 #include "ptx/red.cuh"
+#include "ptx/shared.cuh"
 #include "warp_gemm.cuh"
 
 namespace fb {
 
-/* Start copying rows [0, ROWS) of a global tile into a swizzled shared tile. Rows at or past
- * valid_rows and columns at or past head_dim are filled with zeros instead of read. */
-template <class Tile, int ROWS, int COLS, int THREADS, typename T>
-__device__ __forceinline__ void cp_async_tile(T *smem, const T *gmem, int64_t row_stride,
+/* Which rows and column chunk thread tid moves in a ROWS x COLS tile. */
+template <class Tile, int COLS, int THREADS> struct ChunkWalk {
+    static constexpr int CPR = COLS / 8;          /* chunks per row */
+    static constexpr int RPP = THREADS / CPR;     /* rows per pass */
+    static constexpr int PASSES = Tile::NUM_ROWS / RPP;
+    static_assert(THREADS % CPR == 0 && Tile::NUM_ROWS % RPP == 0 && RPP % 8 == 0,
+                  "tile rows must split evenly over the threads");
+    int r0, col;
+    uint32_t smem; /* byte address of (r0, col) */
+
+    __device__ __forceinline__ ChunkWalk(uint32_t tile, int tid)
+        : r0(tid / CPR), col((tid % CPR) * 8), smem(tile + 2 * Tile::offset(r0, col)) {}
+
+    /* Byte address of pass i: RPP rows further keeps the swizzle (RPP % 8 == 0). */
+    __device__ __forceinline__ uint32_t at(int i) const { return smem + 2 * i * RPP * Tile::PANEL; }
+};
+
+/* Start copying a global tile into a swizzled shared tile. Rows at or past valid_rows and
+ * columns at or past head_dim are filled with zeros instead of read. */
+template <class Tile, int COLS, int THREADS, typename T>
+__device__ __forceinline__ void cp_async_tile(uint32_t smem, const T *gmem, int64_t row_stride,
                                               int valid_rows, int head_dim, int tid)
 {
-    constexpr int CHUNKS_PER_ROW = COLS / 8, CHUNKS = ROWS * CHUNKS_PER_ROW;
-    const uint32_t base = smem_u32(smem);
-    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+    const ChunkWalk<Tile, COLS, THREADS> w(smem, tid);
+    const bool col_ok = w.col < head_dim;
+    const T *src = gmem + w.r0 * row_stride + w.col;
 #pragma unroll
-    for (int c = tid; c < CHUNKS; c += THREADS) {
-        const int r = c / CHUNKS_PER_ROW, col = (c % CHUNKS_PER_ROW) * 8;
-        const bool ok = r < valid_rows && col < head_dim;
-        const T *src = ok ? gmem + r * row_stride + col : gmem;
-        ptx::cp_async_cg_16(base + 2 * Tile::offset(r, col), src, ok);
+    for (int i = 0; i < w.PASSES; ++i) {
+        const bool ok = col_ok && w.r0 + i * w.RPP < valid_rows;
+        ptx::cp_async_cg_16(w.at(i), ok ? src + i * w.RPP * row_stride : gmem, ok);
     }
 }
 
 /* Start copying n floats (n a multiple of 4) into shared memory. */
-__device__ __forceinline__ void cp_async_floats(float *smem, const float *gmem, int n, int tid)
+__device__ __forceinline__ void cp_async_floats(uint32_t smem, const float *gmem, int n, int tid)
 {
-    if (tid < n / 4) ptx::cp_async_cg_16(smem_u32(smem + 4 * tid), gmem + 4 * tid, true);
+    if (tid < n / 4) ptx::cp_async_cg_16(smem + 16 * tid, gmem + 4 * tid, true);
+}
+
+/* Copy a shared tile to global rows [0, valid_rows), columns [0, head_dim). */
+template <class Tile, int COLS, int THREADS, typename T>
+__device__ __forceinline__ void store_tile(T *gmem, int64_t row_stride, uint32_t smem,
+                                           int valid_rows, int head_dim, int tid)
+{
+    const ChunkWalk<Tile, COLS, THREADS> w(smem, tid);
+    T *dst = gmem + w.r0 * row_stride + w.col;
+#pragma unroll
+    for (int i = 0; i < w.PASSES; ++i)
+        if (w.col < head_dim && w.r0 + i * w.RPP < valid_rows)
+            *reinterpret_cast<uint4 *>(dst + i * w.RPP * row_stride) = ptx::ld_shared_v4(w.at(i));
+}
+
+/* Write zeros to global rows [0, valid_rows), columns [0, head_dim). */
+template <int ROWS, int COLS, int THREADS, typename T>
+__device__ __forceinline__ void zero_rows(T *gmem, int64_t row_stride, int valid_rows,
+                                          int head_dim, int tid)
+{
+    constexpr int CHUNKS_PER_ROW = COLS / 8, CHUNKS = ROWS * CHUNKS_PER_ROW;
+    for (int c = tid; c < CHUNKS; c += THREADS) {
+        const int r = c / CHUNKS_PER_ROW, col = (c % CHUNKS_PER_ROW) * 8;
+        if (r < valid_rows && col < head_dim)
+            *reinterpret_cast<uint4 *>(gmem + r * row_stride + col) = make_uint4(0, 0, 0, 0);
+    }
 }
 
 /* Two floats as one 32-bit pair of 16-bit values, the first in the low half. */
@@ -58,55 +102,26 @@ template <typename T> __device__ __forceinline__ void unpack8(const uint4 &u, fl
     for (int i = 0; i < 8; ++i) f[i] = (float)h[i];
 }
 
-/* Store a warp's fp32 accumulator block as 16-bit pairs into a swizzled shared tile,
- * multiplied by `scale`. */
+/* Store a warp's fp32 accumulator block, times scale, as 16-bit pairs into a swizzled
+ * shared tile (32-bit stores: conflict-free, see SmemTile). */
 template <class L, class Tile, typename T>
-__device__ __forceinline__ void store_frags(T *smem, const float (&acc)[L::MT][L::NT][4],
+__device__ __forceinline__ void store_frags(uint32_t smem, const float (&acc)[L::MT][L::NT][4],
                                             float scale, int warp, int lane)
 {
+    const LaneAddr<Tile, 8> a(smem, L::row0(warp) + (lane >> 2), L::col0(warp) + 2 * (lane & 3));
 #pragma unroll
     for (int mi = 0; mi < L::MT; ++mi)
 #pragma unroll
         for (int nj = 0; nj < L::NT; ++nj) {
-            const int r = L::row0(warp) + 16 * mi + (lane >> 2);
-            const int c = L::col0(warp) + 8 * nj + 2 * (lane & 3);
-            *reinterpret_cast<uint32_t *>(smem + Tile::offset(r, c)) =
-                pack2<T>(acc[mi][nj][0] * scale, acc[mi][nj][1] * scale);
-            *reinterpret_cast<uint32_t *>(smem + Tile::offset(r + 8, c)) =
-                pack2<T>(acc[mi][nj][2] * scale, acc[mi][nj][3] * scale);
+            ptx::st_shared_b32(a.at(16 * mi, 8 * nj),
+                               pack2<T>(acc[mi][nj][0] * scale, acc[mi][nj][1] * scale));
+            ptx::st_shared_b32(a.at(16 * mi + 8, 8 * nj),
+                               pack2<T>(acc[mi][nj][2] * scale, acc[mi][nj][3] * scale));
         }
 }
 
-/* Copy a shared tile to global rows [0, valid_rows), columns [0, head_dim). */
-template <class Tile, int ROWS, int COLS, int THREADS, typename T>
-__device__ __forceinline__ void store_tile(T *gmem, int64_t row_stride, const T *smem,
-                                           int valid_rows, int head_dim, int tid)
-{
-    constexpr int CHUNKS_PER_ROW = COLS / 8, CHUNKS = ROWS * CHUNKS_PER_ROW;
-#pragma unroll
-    for (int c = tid; c < CHUNKS; c += THREADS) {
-        const int r = c / CHUNKS_PER_ROW, col = (c % CHUNKS_PER_ROW) * 8;
-        if (r < valid_rows && col < head_dim)
-            *reinterpret_cast<uint4 *>(gmem + r * row_stride + col) =
-                *reinterpret_cast<const uint4 *>(smem + Tile::offset(r, col));
-    }
-}
-
-/* Write zeros to global rows [0, valid_rows), columns [0, head_dim). */
-template <int ROWS, int COLS, int THREADS, typename T>
-__device__ __forceinline__ void zero_rows(T *gmem, int64_t row_stride, int valid_rows,
-                                          int head_dim, int tid)
-{
-    constexpr int CHUNKS_PER_ROW = COLS / 8, CHUNKS = ROWS * CHUNKS_PER_ROW;
-    for (int c = tid; c < CHUNKS; c += THREADS) {
-        const int r = c / CHUNKS_PER_ROW, col = (c % CHUNKS_PER_ROW) * 8;
-        if (r < valid_rows && col < head_dim)
-            *reinterpret_cast<uint4 *>(gmem + r * row_stride + col) = make_uint4(0, 0, 0, 0);
-    }
-}
-
-/* Add a warp's fp32 accumulator block, times `scale`, into a fragment-interleaved chunk
- * of global fp32 (warp_layout.cuh, accum_index) with vector reductions. */
+/* Add a warp's fp32 accumulator block, times scale, into a fragment-interleaved chunk of
+ * global fp32 (warp_layout.cuh, accum_index) with vector reductions. */
 template <class L, int THREADS>
 __device__ __forceinline__ void red_add_frags(float *chunk, const float (&acc)[L::MT][L::NT][4],
                                               float scale, int tid)

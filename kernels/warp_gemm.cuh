@@ -7,14 +7,19 @@
  *   B_KMAJOR = false: B is stored [out cols][K]   → ldmatrix      (K in S = Q·Kᵀ)
  *   B_KMAJOR = true:  B is stored [K][out cols]   → ldmatrix.trans (dO in dV = Pᵀ·dO)
  * so the transposed operands of the backward (Pᵀ, dSᵀ, Qᵀ, dOᵀ, Kᵀ) are views of the one
- * copy in shared memory. Lane addresses follow the fragment layouts in ptx/mma.cuh and
- * ptx/ldmatrix.cuh: an x4 load fills one 16x16 A fragment or two 8-column B fragments.
+ * copy in shared memory. An x4 load fills one 16x16 A fragment or two 8-column B fragments
+ * (lane layouts in ptx/mma.cuh and ptx/ldmatrix.cuh).
+ *
+ * Addresses: operand_addr() builds a lane's LaneAddr once; warp_gemm then issues every
+ * ldmatrix as a base register plus an immediate. Two GEMMs over same-shaped tiles (S and
+ * dP, dV and dK) share one pair of LaneAddrs and differ only by a byte offset.
  */
 #pragma once
 #include <stdint.h>
 
 #include "ptx/ldmatrix.cuh"
 #include "ptx/mma.cuh"
+#include "smem_tile.cuh"
 
 namespace fb {
 
@@ -23,46 +28,45 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p)
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
-template <class L, class TileA, class TileB, bool A_KMAJOR, bool B_KMAJOR, int K, typename T>
-__device__ __forceinline__ void warp_gemm(float (&acc)[L::MT][L::NT][4], const T *sA,
-                                          const T *sB, int warp, int lane)
+/* The LaneAddr of operand A (IS_A) or B of layout L in tile Tile at smem. */
+template <class L, class Tile, bool IS_A, bool KMAJOR>
+__device__ __forceinline__ LaneAddr<Tile, 16> operand_addr(uint32_t smem, int warp, int lane)
 {
-    asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(lane));
-    const int r0 = L::row0(warp), c0 = L::col0(warp);
-    const uint32_t a_base = smem_u32(sA), b_base = smem_u32(sB);
+    if constexpr (IS_A) {
+        const int row0 = L::row0(warp);
+        if constexpr (!KMAJOR) return LaneAddr<Tile, 16>(smem, row0 + (lane & 15), 8 * (lane >> 4));
+        else return LaneAddr<Tile, 16>(smem, (lane & 7) + 8 * (lane >> 4), row0 + 8 * ((lane >> 3) & 1));
+    } else {
+        const int col0 = L::col0(warp);
+        if constexpr (!KMAJOR)
+            return LaneAddr<Tile, 16>(smem, col0 + (lane & 7) + 8 * (lane >> 4), 8 * ((lane >> 3) & 1));
+        else return LaneAddr<Tile, 16>(smem, (lane & 7) + 8 * ((lane >> 3) & 1), col0 + 8 * (lane >> 4));
+    }
+}
+
+template <class L, class TileA, class TileB, bool A_KMAJOR, bool B_KMAJOR, int K, typename T>
+__device__ __forceinline__ void warp_gemm(float (&acc)[L::MT][L::NT][4],
+                                          const LaneAddr<TileA, 16> &a, uint32_t a_off,
+                                          const LaneAddr<TileB, 16> &b, uint32_t b_off)
+{
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += 16) {
-        uint32_t a[L::MT][4];
+        uint32_t af[L::MT][4];
 #pragma unroll
         for (int mi = 0; mi < L::MT; ++mi) {
-            const int row = r0 + 16 * mi;
-            if constexpr (!A_KMAJOR) {
-                const int off = TileA::offset(row + (lane & 15), k0 + 8 * (lane >> 4));
-                ptx::ldmatrix_x4(a[mi], a_base + 2 * off);
-            } else {
-                const int off = TileA::offset(k0 + (lane & 7) + 8 * (lane >> 4),
-                                              row + 8 * ((lane >> 3) & 1));
-                ptx::ldmatrix_x4_trans(a[mi], a_base + 2 * off);
-            }
+            if constexpr (!A_KMAJOR) ptx::ldmatrix_x4(af[mi], a.at(16 * mi, k0) + a_off);
+            else ptx::ldmatrix_x4_trans(af[mi], a.at(k0, 16 * mi) + a_off);
         }
         /* B two 8-column tiles at a time, each used at once, to keep few fragments live. */
 #pragma unroll
         for (int nj = 0; nj < L::NT; nj += 2) {
-            const int col = c0 + 8 * nj;
-            uint32_t b[4];
-            if constexpr (!B_KMAJOR) {
-                const int off = TileB::offset(col + (lane & 7) + 8 * (lane >> 4),
-                                              k0 + 8 * ((lane >> 3) & 1));
-                ptx::ldmatrix_x4(b, b_base + 2 * off);
-            } else {
-                const int off = TileB::offset(k0 + (lane & 7) + 8 * ((lane >> 3) & 1),
-                                              col + 8 * (lane >> 4));
-                ptx::ldmatrix_x4_trans(b, b_base + 2 * off);
-            }
+            uint32_t bf[4];
+            if constexpr (!B_KMAJOR) ptx::ldmatrix_x4(bf, b.at(8 * nj, k0) + b_off);
+            else ptx::ldmatrix_x4_trans(bf, b.at(k0, 8 * nj) + b_off);
 #pragma unroll
             for (int mi = 0; mi < L::MT; ++mi) {
-                ptx::mma_m16n8k16<T>(acc[mi][nj], a[mi], b[0], b[1]);
-                ptx::mma_m16n8k16<T>(acc[mi][nj + 1], a[mi], b[2], b[3]);
+                ptx::mma_m16n8k16<T>(acc[mi][nj], af[mi], bf[0], bf[1]);
+                ptx::mma_m16n8k16<T>(acc[mi][nj + 1], af[mi], bf[2], bf[3]);
             }
         }
     }
