@@ -1,10 +1,11 @@
 //! build.rs — find libflashbwd.so and tell rustc to link it.
 //!
 //! Where the library comes from, in order:
-//!   1. `FLASHBWD_LIB_DIR`: a directory holding `libflashbwd.so` (a CMake build directory or
-//!      an install's lib/). Relative paths are taken from the current directory.
-//!   2. `pkg-config flashbwd` (the `flashbwd.pc` that `cmake --install` writes); set
-//!      `PKG_CONFIG_PATH` for a non-system prefix.
+//! 1. `FLASHBWD_LIB_DIR`: a directory holding `libflashbwd.so` (a CMake build directory or
+//!    an install's lib/). Relative paths are taken from the current directory.
+//! 2. `pkg-config flashbwd` (the `flashbwd.pc` that `cmake --install` writes); set
+//!    `PKG_CONFIG_PATH` for a non-system prefix.
+//!
 //! The directory is linked with an rpath, so this crate's tests run without
 //! LD_LIBRARY_PATH, and is published to direct dependents as `DEP_FLASHBWD_LIB_DIR`
 //! (Cargo passes rpath link arguments to no crate but the one that emits them).

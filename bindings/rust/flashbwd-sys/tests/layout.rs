@@ -82,8 +82,8 @@ fn status_constants_carry_the_library_names() {
         assert_eq!(raw.to_str().unwrap(), *name);
         assert!(!status.description().is_empty(), "{name} has a description");
     }
-    assert_eq!(Status::OK.is_ok(), true);
-    assert_eq!(Status::INTERNAL.is_ok(), false);
+    assert!(Status::OK.is_ok());
+    assert!(!Status::INTERNAL.is_ok());
 }
 
 #[test]

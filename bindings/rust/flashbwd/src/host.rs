@@ -152,7 +152,7 @@ impl<'p, 'b> HostBinding<'p, 'b> {
     /// The dimensions the library will index tensor `id` with, given these strides.
     fn dims(&self, id: TensorId, strides: Option<&[i64]>) -> Vec<i64> {
         let p = self.plan.problem();
-        if id == TensorId::AlibiSlopes && strides.map_or(false, |s| s.len() == 2) {
+        if id == TensorId::AlibiSlopes && strides.is_some_and(|s| s.len() == 2) {
             return vec![p.as_raw().batch, p.as_raw().heads_q]; // the (batch, heads_q) form
         }
         p.shape(id)
@@ -205,7 +205,8 @@ impl<'p, 'b> HostBinding<'p, 'b> {
     /// The library's, e.g. [`Status::TENSOR_NOT_SET`] naming a tensor that was not bound.
     pub fn execute(&mut self) -> Result<()> {
         let bytes = self.plan.workspace_size()?;
-        if bytes > 0 && self.workspace.as_ref().map_or(true, |w| w.layout.size() < bytes) {
+        let have = self.workspace.as_ref().map_or(0, |w| w.layout.size());
+        if bytes > have {
             let ws = Workspace::new(bytes)?;
             self.plan.set_workspace(DevicePtr::from_ptr(ws.ptr), bytes)?;
             self.workspace = Some(ws);

@@ -230,13 +230,15 @@ impl Problem {
     /// A problem of `batch` sequences, `heads_q` query heads, the given query and key
     /// lengths and head dimension, with every other field at its default.
     pub fn new(batch: i64, heads_q: i64, seqlen_q: i64, seqlen_k: i64, head_dim: i32) -> Problem {
-        let mut raw = sys::flashbwd_problem::default(); // all zero: every default
-        raw.struct_size = sys::FLASHBWD_PROBLEM_STRUCT_SIZE;
-        raw.batch = batch;
-        raw.heads_q = heads_q;
-        raw.seqlen_q = seqlen_q;
-        raw.seqlen_k = seqlen_k;
-        raw.head_dim = head_dim;
+        let raw = sys::flashbwd_problem {
+            struct_size: sys::FLASHBWD_PROBLEM_STRUCT_SIZE,
+            batch,
+            heads_q,
+            seqlen_q,
+            seqlen_k,
+            head_dim,
+            ..Default::default() // all zero: every other field at its default
+        };
         Problem { raw }
     }
 

@@ -312,6 +312,12 @@ pub fn pos(t: &Strided<u16>, varlen: bool, b: usize, off: &[i64], s: i64, h: i64
 /// Random inputs for `case`, O and LSE from the f64 forward, references from the f64
 /// backward, and poisoned outputs.
 pub fn make(case: &Case, rng: &mut Rng) -> Data {
+    make_with(case, rng, true)
+}
+
+/// As make(); without `reference` the references stay zero (the backward is skipped: large
+/// GPU cases compare with the CPU backend instead).
+pub fn make_with(case: &Case, rng: &mut Rng, reference: bool) -> Data {
     let varlen = case.varlen.is_some();
     let (lens_q, lens_k) = case.lens();
     let (tq, tk): (i64, i64) = (lens_q.iter().sum(), lens_k.iter().sum());
@@ -414,7 +420,8 @@ pub fn make(case: &Case, rng: &mut Rng) -> Data {
                 }
             }
             // Backward, from what the library is given: the rounded O and the f32 LSE.
-            for i in 0..sq {
+            let rows = if reference { sq } else { 0 };
+            for i in 0..rows {
                 let l = lse.data[lse_at(&lse, h, i)] as f64;
                 if l == f64::NEG_INFINITY {
                     continue; // a fully masked row has zero gradients
@@ -448,6 +455,26 @@ pub fn make(case: &Case, rng: &mut Rng) -> Data {
         cu_k: off_k.iter().map(|&x| x as i32).collect(),
         ref_dq, ref_dk, ref_dv, off_q, off_k,
     }
+}
+
+/// Output `t` (case layout) as f64, packed [row][head][dim] like the references.
+pub fn unpack(case: &Case, data: &Data, t: &Strided<u16>, q_side: bool, heads: i64) -> Vec<f64> {
+    let varlen = case.varlen.is_some();
+    let (lens_q, lens_k) = case.lens();
+    let (lens, off) = if q_side { (&lens_q, &data.off_q) } else { (&lens_k, &data.off_k) };
+    let d = case.head_dim;
+    let mut out = vec![0.0; (off[case.batch as usize] * heads * d) as usize];
+    for b in 0..case.batch as usize {
+        for s in 0..lens[b] {
+            for h in 0..heads {
+                for c in 0..d {
+                    let v = case.kind.value(t.data[pos(t, varlen, b, off, s, h, c)]);
+                    out[(((off[b] + s) * heads + h) * d + c) as usize] = v;
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Result of comparing one output with its reference.
