@@ -193,6 +193,12 @@ int32_t flashbwd_plan_set_tensor(flashbwd_plan *plan, int32_t id, void *ptr,
     const size_t esz = fb_tensor_elem_bytes(id);
     CHECK((uint64_t)last >= (uint64_t)(INT64_MAX / 8), FLASHBWD_ERR_OVERFLOW,
           "tensor %s spans %lld elements, too many to address", name, (long long)last);
+    /* The overlap checks below compare [ptr, ptr + span) as integers: a span that runs past
+     * the top of the address space would wrap and hide overlaps. (last < INT64_MAX / 8, so
+     * the byte count cannot overflow.) */
+    CHECK((uintptr_t)ptr > UINTPTR_MAX - (uintptr_t)(last + 1) * esz, FLASHBWD_ERR_OVERFLOW,
+          "tensor %s: pointer %p plus its %lld bytes runs past the end of the address space",
+          name, ptr, (long long)((last + 1) * (int64_t)esz));
     if (is_output(id)) { /* an output must not write one element twice */
         for (int i = 0; i < given - 1; ++i)
             CHECK(stride[i] == 0 && ext[i + off] > 1, FLASHBWD_ERR_OVERLAP,
