@@ -283,7 +283,7 @@ static void test_plan_every_head_dim_and_shape_follows_the_table_and_formulas(vo
         for (size_t s = 0; s < COUNT_OF(shapes); ++s) check_plan(a, head_dim, &shapes[s]);
 }
 
-static void test_config_table_rows_fit_their_arch_and_keep_warp_tiles_whole(void **state)
+static void test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_warp(void **state)
 {
     (void)state;
     assert_int_equal(fb_config_count(), COUNT_OF(table));
@@ -305,18 +305,24 @@ static void test_config_table_rows_fit_their_arch_and_keep_warp_tiles_whole(void
         if (c->smem_bytes > limit)
             fail_msg("row %d (sm_%d, hd %d): smem %d exceeds the arch's %d", i, r->arch, r->hd,
                      c->smem_bytes, limit);
-        /* Every warp's share of each GEMM is whole 16-wide MMA tiles (config_table.h). */
+        /* Every warp's share of each GEMM is whole mma.m16n8k16 tiles: 16 rows along M,
+         * 8 columns along N (PTX ISA, warp-level matrix shapes). */
         const int w = FB_NUM_WARPS;
         if (w % r->ws || w % r->wk || w % r->wq)
             fail_msg("row %d: WS %d, WK %d, WQ %d must divide %d warps", i, r->ws, r->wk, r->wq, w);
-        const int32_t extents[6][2] = {
-            {r->bm, r->ws}, {r->bn, w / r->ws},   /* S, dP: M by WS, N by the rest */
-            {r->bn, r->wk}, {r->hd, w / r->wk},   /* dK, dV: N by WK, head dim by the rest */
-            {r->bm, r->wq}, {r->hd, w / r->wq}};  /* dQ: M by WQ, head dim by the rest */
-        for (int e = 0; e < 6; ++e)
-            if (extents[e][0] % (16 * extents[e][1]) != 0)
-                fail_msg("row %d (sm_%d, hd %d): extent %d over %d warps is not a multiple "
-                         "of 16 per warp", i, r->arch, r->hd, extents[e][0], extents[e][1]);
+        const struct {
+            const char *gemm;
+            int32_t m, m_warps, n, n_warps;
+        } gemms[] = {
+            {"S, dP (BM x BN)", r->bm, r->ws, r->bn, w / r->ws},
+            {"dK, dV (BN x HD)", r->bn, r->wk, r->hd, w / r->wk},
+            {"dQ (BM x HD)", r->bm, r->wq, r->hd, w / r->wq},
+        };
+        for (size_t g = 0; g < COUNT_OF(gemms); ++g)
+            if (gemms[g].m % (16 * gemms[g].m_warps) || gemms[g].n % (8 * gemms[g].n_warps))
+                fail_msg("row %d (sm_%d, hd %d): %s over %d x %d warps is not whole 16 x 8 "
+                         "tiles per warp", i, r->arch, r->hd, gemms[g].gemm, gemms[g].m_warps,
+                         gemms[g].n_warps);
     }
 }
 
@@ -482,7 +488,7 @@ int main(void)
                                        NULL, NULL, (void *)&arches[a]};
     }
     const struct CMUnitTest fixed[] = {
-        cmocka_unit_test(test_config_table_rows_fit_their_arch_and_keep_warp_tiles_whole),
+        cmocka_unit_test(test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_warp),
         cmocka_unit_test(test_config_table_has_one_row_per_class_and_kernel_head_dim),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
