@@ -51,12 +51,16 @@ fn from_pkg_config() -> PathBuf {
     let run = |args: &[&str]| Command::new("pkg-config").args(args).arg("flashbwd").output();
     let out = match run(&["--variable=libdir"]) {
         Ok(o) if o.status.success() => o,
-        Ok(o) => fail(&format!(
-            "FLASHBWD_LIB_DIR is not set and pkg-config does not know flashbwd ({}); set \
-             FLASHBWD_LIB_DIR to the directory holding libflashbwd.so, or PKG_CONFIG_PATH to \
-             the one holding flashbwd.pc",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
+        Ok(o) => {
+            let said = String::from_utf8_lossy(&o.stderr).trim().to_owned();
+            let path = env::var("PKG_CONFIG_PATH").unwrap_or_default();
+            fail(&format!(
+                "FLASHBWD_LIB_DIR is not set and pkg-config finds no flashbwd.pc \
+                 (PKG_CONFIG_PATH = \"{path}\"{}{said}); set FLASHBWD_LIB_DIR to the directory \
+                 holding libflashbwd.so, or PKG_CONFIG_PATH to the one holding flashbwd.pc",
+                if said.is_empty() { "" } else { "; pkg-config: " }
+            ))
+        }
         Err(e) => fail(&format!(
             "FLASHBWD_LIB_DIR is not set and the pkg-config command could not run ({e}); set \
              FLASHBWD_LIB_DIR to the directory holding libflashbwd.so"

@@ -82,6 +82,8 @@ impl Status {
     pub const INTERNAL: Status = Status(FLASHBWD_ERR_INTERNAL);
 
     /// Every status this header knows, in value order (`FLASHBWD_STATUS_COUNT` of them).
+    /// Sized by the generated count, so a status added to the header stops this crate from
+    /// compiling ("expected an array with N elements") until it gets its constant here.
     pub const ALL: [Status; FLASHBWD_STATUS_COUNT as usize] = [
         Status::OK,
         Status::NULL_ARGUMENT,
