@@ -152,9 +152,10 @@ end
     set_workspace!(plan, ptr::Ptr, bytes)
 
 Bind scratch memory of at least [`workspace_size`](@ref) bytes: a dense array (an `Array`
-for a CPU plan, a `CuArray` for a CUDA plan, whose allocations are 256-byte aligned as the
-library requires) that the plan keeps alive, or a raw pointer and size. Two executes in
-flight at once need different workspaces.
+for a CPU plan; a `CuArray` for a CUDA plan, which needs 256-byte alignment, as fresh
+allocations have, and rejects other pointers with `FLASHBWD_ERR_MISALIGNED`) that the plan
+keeps alive, or a raw pointer and size. Two executes in flight at once need different
+workspaces.
 """
 function set_workspace!(plan::Plan, W::DenseArray)
     bytes = length(W) * sizeof(eltype(W))
