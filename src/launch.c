@@ -34,7 +34,9 @@ static int32_t check_ready(flashbwd_plan *plan)
 int32_t flashbwd_execute(flashbwd_plan *plan, void *stream)
 {
     FB_FAIL_IF(NULL, plan == NULL, FLASHBWD_ERR_NULL_ARGUMENT, "plan is NULL");
-    FB_FAIL_IF(plan, atomic_exchange(&plan->busy, 1), FLASHBWD_ERR_BUSY,
+    /* BUSY goes to this thread's message only: the plan's belongs to the call in flight,
+     * and writing it here would race with that call. */
+    FB_FAIL_IF(NULL, atomic_exchange(&plan->busy, 1), FLASHBWD_ERR_BUSY,
                "flashbwd_execute: the plan is in use by another call");
     int32_t status = check_ready(plan);
     if (status == FLASHBWD_OK)

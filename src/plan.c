@@ -145,7 +145,9 @@ int32_t flashbwd_plan_workspace_size(const flashbwd_plan *plan, size_t *bytes)
 int32_t flashbwd_plan_set_workspace(flashbwd_plan *plan, void *ptr, size_t bytes)
 {
     FB_FAIL_IF(NULL, plan == NULL, FLASHBWD_ERR_NULL_ARGUMENT, "plan is NULL");
-    FB_FAIL_IF(plan, atomic_exchange(&plan->busy, 1), FLASHBWD_ERR_BUSY,
+    /* BUSY goes to this thread's message only: the plan's belongs to the call in flight,
+     * and writing it here would race with that call. */
+    FB_FAIL_IF(NULL, atomic_exchange(&plan->busy, 1), FLASHBWD_ERR_BUSY,
                "flashbwd_plan_set_workspace: the plan is in use by another call");
     int32_t status = FLASHBWD_OK;
     const size_t align = plan->prob.backend == FLASHBWD_BACKEND_CUDA ? 256 : sizeof(float);

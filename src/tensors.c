@@ -135,7 +135,9 @@ int32_t flashbwd_plan_set_tensor(flashbwd_plan *plan, int32_t id, void *ptr,
                                  const int64_t *strides, int32_t num_strides)
 {
     FB_FAIL_IF(NULL, plan == NULL, FLASHBWD_ERR_NULL_ARGUMENT, "plan is NULL");
-    FB_FAIL_IF(plan, atomic_exchange(&plan->busy, 1), FLASHBWD_ERR_BUSY,
+    /* BUSY goes to this thread's message only: the plan's belongs to the call in flight,
+     * and writing it here would race with that call. */
+    FB_FAIL_IF(NULL, atomic_exchange(&plan->busy, 1), FLASHBWD_ERR_BUSY,
                "flashbwd_plan_set_tensor: the plan is in use by another call");
     int32_t status = FLASHBWD_OK;
     int64_t ext[MAX_RANK], stride[MAX_RANK] = {0};
