@@ -1,7 +1,7 @@
 /* bench.c — times flashbwd's backward on the GPU over FlashAttention's benchmark grid.
  *
  *   flashbwd_bench [--dims 64,128] [--seqlens 512,...,16384] [--causal 0,1] [--dtype bf16|fp16]
- *                  [--kv-heads-div N] [--iters 30]
+ *                  [--kv-heads-div N] [--deterministic 0|1] [--host-costs 0|1] [--iters 30]
  *
  * Grid: batch·seqlen = 16384 tokens, heads = 2048 / head_dim (FlashAttention's benchmark).
  * Inputs are random normals; O is random and LSE = log(visible keys) + 0.5, the value a
@@ -117,7 +117,7 @@ int main(int argc, char **argv)
     int dims[8] = {64, 128}, ndims = 2;
     int seqlens[16] = {512, 1024, 2048, 4096, 8192, 16384}, nseq = 6;
     int causals[2] = {0, 1}, ncausal = 2;
-    int iters = 30, kv_div = 1;
+    int iters = 30, kv_div = 1, deterministic = 0, host = 1;
     int32_t dtype = FLASHBWD_DTYPE_BF16;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--dims")) ndims = parse_list(argv[i + 1], dims, 8);
@@ -125,6 +125,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--causal")) ncausal = parse_list(argv[i + 1], causals, 2);
         else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--kv-heads-div")) kv_div = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--deterministic")) deterministic = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--host-costs")) host = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dtype"))
             dtype = !strcmp(argv[i + 1], "fp16") ? FLASHBWD_DTYPE_FP16 : FLASHBWD_DTYPE_BF16;
         else {
@@ -138,9 +140,9 @@ int main(int argc, char **argv)
         printf("SKIPPED: no CUDA device\n");
         return 77;
     }
-    host_costs(dtype);
-    printf("%4s %6s %6s %5s %5s %4s %10s %9s\n", "d", "causal", "seqlen", "batch", "heads",
-           "hkv", "ms", "TFLOP/s");
+    if (host) host_costs(dtype);
+    printf("%4s %6s %6s %5s %5s %4s %3s %10s %9s\n", "d", "causal", "seqlen", "batch", "heads",
+           "hkv", "det", "ms", "TFLOP/s");
     float *times = malloc(sizeof(float) * (size_t)iters);
     for (int di = 0; di < ndims; ++di)
         for (int ci = 0; ci < ncausal; ++ci)
@@ -153,6 +155,7 @@ int main(int argc, char **argv)
                 p.struct_size = FLASHBWD_PROBLEM_STRUCT_SIZE;
                 p.dtype = dtype, p.batch = b, p.heads_q = h, p.heads_kv = hkv;
                 p.seqlen_q = p.seqlen_k = s, p.head_dim = (int32_t)d, p.causal = causal;
+                p.deterministic = deterministic;
                 flashbwd_plan *plan;
                 CHECK(flashbwd_plan_create(&p, &plan));
                 const size_t nq = (size_t)(b * s * h * d), nk = (size_t)(b * s * hkv * d);
@@ -194,8 +197,8 @@ int main(int argc, char **argv)
                 CUDA_CHECK(cudaGetLastError());
                 qsort(times, (size_t)iters, sizeof(float), cmp_float);
                 const float ms = times[iters / 2];
-                printf("%4lld %6d %6lld %5lld %5lld %4lld %10.3f %9.1f\n", (long long)d, causal,
-                       (long long)s, (long long)b, (long long)h, (long long)hkv, ms,
+                printf("%4lld %6d %6lld %5lld %5lld %4lld %3d %10.3f %9.1f\n", (long long)d, causal,
+                       (long long)s, (long long)b, (long long)h, (long long)hkv, deterministic, ms,
                        in_bwd_flops(b, h, s, s, d, causal) / (ms * 1e-3) / 1e12);
                 fflush(stdout);
                 CUDA_CHECK(cudaEventDestroy(e0));

@@ -16,6 +16,13 @@
  *   ring of STAGES buffers; exactly one group is committed per iteration, so
  *   wait_group<STAGES-1> always means "block m has landed".
  * Shared memory: sK | sV | sQ[STAGES] | sdO[STAGES] | sP | sdS | sLSE[STAGES] | sD[STAGES].
+ * Deterministic mode: before adding to a sum (dQ of block m; with GQA the group's dK, dV)
+ *   a CTA waits for that sum's turn counter to reach its position in a fixed order (key
+ *   blocks descending; heads of a group ascending), then adds and advances the counter.
+ *   blockIdx.x runs the key blocks backwards, so every wait points at a CTA with a smaller
+ *   linear index, which starts earlier: the chain always drains. Descending also means
+ *   that under a causal mask the shortest CTAs go first and a CTA's turns come after work
+ *   its predecessors finished early (shortest-first, as FlashAttention 3 schedules it).
  * Registers: shared-memory addresses are per-lane bases plus immediates (LaneAddr), rebuilt
  *   from an opaque lane id each iteration so they are not held across the loop.
  * Elsewhere: tiles and swizzle (smem_tile.cuh), warp ownership (warp_layout.cuh), masks
@@ -25,6 +32,7 @@
 #include "bwd_config.cuh"
 #include "launch.h"
 #include "mask.cuh"
+#include "ptx/atomic.cuh"
 #include "seqinfo.cuh"
 #include "softmax_grad.cuh"
 #include "tile_io.cuh"
@@ -33,6 +41,22 @@
 namespace fb {
 
 constexpr float LOG2E = 1.4426950408889634f;
+
+/* Deterministic mode: wait until *sem == turn (thread 0 spins; the CTA then syncs). */
+__device__ __forceinline__ void wait_turn(const int32_t *sem, int turn, int tid)
+{
+    if (tid == 0)
+        while (ptx::ld_acquire_gpu(sem) != turn) {
+        }
+    __syncthreads();
+}
+
+/* ... and after the CTA's reductions: sync, then thread 0 passes the turn on. */
+__device__ __forceinline__ void pass_turn(int32_t *sem, int tid)
+{
+    __syncthreads();
+    if (tid == 0) ptx::red_release_gpu_add(sem, 1);
+}
 
 template <class C>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bwd_params p)
@@ -62,7 +86,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
                                             2 * TileP::BYTES);
     float *sD = sLSE + ST * BM;
 
-    const int n_block = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
+    const int n_block = p.deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+    const int h = blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32;
     const SeqInfo si = seq_info<BM, BN>(p, b);
     const int n0 = n_block * BN;
@@ -81,6 +106,11 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
                h_kv * stride[2];
     };
     if (m_begin >= m_end) { /* no query sees these keys: their gradients are zero */
+        if (gqa && p.dkv_sem) { /* still take this head's turn in the group order */
+            int32_t *sem = p.dkv_sem + (si.ws_k_row0 + (int64_t)h_kv * p.ws_rows_k + n0) / BN;
+            wait_turn(sem, h % p.group, tid);
+            pass_turn(sem, tid);
+        }
         if (!gqa) {
             zero_rows<BN, HD, NT>(out_rows(p.dk, p.dk_stride), p.dk_stride[1], kv_rows,
                                   p.head_dim, tid);
@@ -175,16 +205,23 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
             const auto bk = operand_addr<LQ, TileK, false, true>(sK, warp, lane);
             zero(acc_dq);
             warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, 0, bk, 0);      // dQ = dS·K
+            int32_t *sem = p.dq_sem ? p.dq_sem + (ws_q + m0) / BM : nullptr;
+            if (sem)
+                wait_turn(sem, mask.last_n_block(m, BM, BN, (si.sk + BN - 1) / BN) - n_block, tid);
             red_add_frags<LQ, NT>(p.dq_accum + (ws_q + m0) * HD, acc_dq, 1.0f, tid);
+            if (sem) pass_turn(sem, tid);
         }
         __syncthreads(); /* this stage, P and dS free for reuse */
     }
 
     const int lane = lane_id();
     if (gqa) { /* add into the group sums; convert_dkv writes dK, dV */
-        const int64_t chunk = (si.ws_k_row0 + (int64_t)h_kv * p.ws_rows_k + n0) * HD;
-        red_add_frags<LKV, NT>(p.dk_accum + chunk, acc_dk, p.scale, tid);
-        red_add_frags<LKV, NT>(p.dv_accum + chunk, acc_dv, 1.0f, tid);
+        const int64_t row = si.ws_k_row0 + (int64_t)h_kv * p.ws_rows_k + n0;
+        int32_t *sem = p.dkv_sem ? p.dkv_sem + row / BN : nullptr;
+        if (sem) wait_turn(sem, h % p.group, tid);
+        red_add_frags<LKV, NT>(p.dk_accum + row * HD, acc_dk, p.scale, tid);
+        red_add_frags<LKV, NT>(p.dv_accum + row * HD, acc_dv, 1.0f, tid);
+        if (sem) pass_turn(sem, tid);
         return;
     }
     /* Stage dK, dV in the (now free) sK, sV tiles, then write whole 16-byte chunks. */

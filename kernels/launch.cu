@@ -10,8 +10,17 @@
 #ifdef FB_HAVE_HD64
 FB_DECLARE_ENTRIES(64)
 #endif
+#ifdef FB_HAVE_HD96
+FB_DECLARE_ENTRIES(96)
+#endif
 #ifdef FB_HAVE_HD128
 FB_DECLARE_ENTRIES(128)
+#endif
+#ifdef FB_HAVE_HD192
+FB_DECLARE_ENTRIES(192)
+#endif
+#ifdef FB_HAVE_HD256
+FB_DECLARE_ENTRIES(256)
 #endif
 
 namespace {
@@ -32,8 +41,17 @@ struct Registry {
 #ifdef FB_HAVE_HD64
         add(fb_entries_hd64);
 #endif
+#ifdef FB_HAVE_HD96
+        add(fb_entries_hd96);
+#endif
 #ifdef FB_HAVE_HD128
         add(fb_entries_hd128);
+#endif
+#ifdef FB_HAVE_HD192
+        add(fb_entries_hd192);
+#endif
+#ifdef FB_HAVE_HD256
+        add(fb_entries_hd256);
 #endif
         (void)add;
     }

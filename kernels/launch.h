@@ -35,7 +35,9 @@ typedef struct fb_bwd_params {
     float *dq_accum;  /* rows x kernel_head_dim, fragment-interleaved per m-block */
     float *dk_accum;  /* GQA only: rows x kernel_head_dim, per n-block */
     float *dv_accum;  /* GQA only */
-    float *zero_begin;      /* region the preprocess zeroes (all fp32 accumulators) */
+    int32_t *dq_sem;  /* deterministic: one turn counter per q-side row block */
+    int32_t *dkv_sem; /* deterministic GQA: one per k-side row block */
+    float *zero_begin;      /* region the preprocess zeroes (accumulators and counters) */
     int64_t zero_floats;    /* its length, a multiple of 4 */
 
     /* Sizes. */

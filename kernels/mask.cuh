@@ -33,6 +33,18 @@ struct Mask {
         hi = (int)(h < -1 ? -1 : h > (1 << 20) ? (1 << 20) : h);
     }
 
+    /* The last key block whose m_block_range contains query block m, given n_blocks key
+     * blocks in the sequence. The blocks containing m form an interval (both ends of
+     * m_block_range rise with n), so counting down from here orders its adders. */
+    __device__ __forceinline__ int last_n_block(int m, int bm, int bn, int n_blocks) const
+    {
+        if (right < 0) return n_blocks - 1;
+        /* m_block_range's begin <= m  <=>  n·bn - diag - right < (m + 1)·bm */
+        const int64_t num = (int64_t)(m + 1) * bm + diag + right;
+        const int64_t last = num <= 0 ? -1 : (num + bn - 1) / bn - 1;
+        return (int)(last < n_blocks - 1 ? last : n_blocks - 1);
+    }
+
     /* Query blocks [begin, end) that see at least one key of [n0, n0+bn). */
     __device__ __forceinline__ void m_block_range(int64_t n0, int bn, int bm, int sq, int &begin,
                                                   int &end) const

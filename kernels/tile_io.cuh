@@ -16,21 +16,37 @@
 
 namespace fb {
 
-/* Which rows and column chunk thread tid moves in a ROWS x COLS tile. */
+/* Which chunks thread tid moves in a ROWS x COLS tile. When the threads cover whole rows
+ * per pass (COLS/8 divides THREADS) a thread keeps one column chunk and walks rows r0,
+ * r0 + RPP, ...: its addresses are one base plus constant strides. Otherwise (head dims
+ * 96 and 192) each pass recomputes row and column of chunk tid + i·THREADS. */
 template <class Tile, int COLS, int THREADS> struct ChunkWalk {
-    static constexpr int CPR = COLS / 8;          /* chunks per row */
-    static constexpr int RPP = THREADS / CPR;     /* rows per pass */
-    static constexpr int PASSES = Tile::NUM_ROWS / RPP;
-    static_assert(THREADS % CPR == 0 && Tile::NUM_ROWS % RPP == 0 && RPP % 8 == 0,
-                  "tile rows must split evenly over the threads");
-    int r0, col;
-    uint32_t smem; /* byte address of (r0, col) */
+    static constexpr int CPR = COLS / 8; /* chunks per row */
+    static constexpr int CHUNKS = Tile::NUM_ROWS * CPR;
+    static constexpr bool ROWWISE = THREADS % CPR == 0 && (THREADS / CPR) % 8 == 0 &&
+                                    Tile::NUM_ROWS % (THREADS / CPR) == 0;
+    static constexpr int RPP = ROWWISE ? THREADS / CPR : 0; /* rows per pass */
+    static constexpr int PASSES = (CHUNKS + THREADS - 1) / THREADS;
+    int r0, col, tid;
+    uint32_t tile, smem; /* smem: byte address of (r0, col) */
 
-    __device__ __forceinline__ ChunkWalk(uint32_t tile, int tid)
-        : r0(tid / CPR), col((tid % CPR) * 8), smem(tile + 2 * Tile::offset(r0, col)) {}
+    __device__ __forceinline__ ChunkWalk(uint32_t tile_, int tid_)
+        : r0(tid_ / CPR), col((tid_ % CPR) * 8), tid(tid_), tile(tile_),
+          smem(tile_ + 2 * Tile::offset(tid_ / CPR, (tid_ % CPR) * 8)) {}
 
-    /* Byte address of pass i: RPP rows further keeps the swizzle (RPP % 8 == 0). */
-    __device__ __forceinline__ uint32_t at(int i) const { return smem + 2 * i * RPP * Tile::PANEL; }
+    /* Row, column (elements) and byte address of pass i; false if the pass has no chunk
+     * for this thread. RPP rows further keeps the swizzle (RPP % 8 == 0). */
+    __device__ __forceinline__ bool at(int i, int &row, int &column, uint32_t &addr) const
+    {
+        if constexpr (ROWWISE) {
+            row = r0 + i * RPP, column = col, addr = smem + 2 * i * RPP * Tile::PANEL;
+            return true;
+        } else {
+            const int c = tid + i * THREADS;
+            row = c / CPR, column = (c % CPR) * 8, addr = tile + 2 * Tile::offset(row, column);
+            return CHUNKS % THREADS == 0 || c < CHUNKS;
+        }
+    }
 };
 
 /* Start copying a global tile into a swizzled shared tile. Rows at or past valid_rows and
@@ -40,12 +56,13 @@ __device__ __forceinline__ void cp_async_tile(uint32_t smem, const T *gmem, int6
                                               int valid_rows, int head_dim, int tid)
 {
     const ChunkWalk<Tile, COLS, THREADS> w(smem, tid);
-    const bool col_ok = w.col < head_dim;
-    const T *src = gmem + w.r0 * row_stride + w.col;
 #pragma unroll
     for (int i = 0; i < w.PASSES; ++i) {
-        const bool ok = col_ok && w.r0 + i * w.RPP < valid_rows;
-        ptx::cp_async_cg_16(w.at(i), ok ? src + i * w.RPP * row_stride : gmem, ok);
+        int row, col;
+        uint32_t addr;
+        if (!w.at(i, row, col, addr)) continue;
+        const bool ok = col < head_dim && row < valid_rows;
+        ptx::cp_async_cg_16(addr, ok ? gmem + row * row_stride + col : gmem, ok);
     }
 }
 
@@ -61,11 +78,13 @@ __device__ __forceinline__ void store_tile(T *gmem, int64_t row_stride, uint32_t
                                            int valid_rows, int head_dim, int tid)
 {
     const ChunkWalk<Tile, COLS, THREADS> w(smem, tid);
-    T *dst = gmem + w.r0 * row_stride + w.col;
 #pragma unroll
-    for (int i = 0; i < w.PASSES; ++i)
-        if (w.col < head_dim && w.r0 + i * w.RPP < valid_rows)
-            *reinterpret_cast<uint4 *>(dst + i * w.RPP * row_stride) = ptx::ld_shared_v4(w.at(i));
+    for (int i = 0; i < w.PASSES; ++i) {
+        int row, col;
+        uint32_t addr;
+        if (w.at(i, row, col, addr) && col < head_dim && row < valid_rows)
+            *reinterpret_cast<uint4 *>(gmem + row * row_stride + col) = ptx::ld_shared_v4(addr);
+    }
 }
 
 /* Write zeros to global rows [0, valid_rows), columns [0, head_dim). */

@@ -57,16 +57,26 @@ __device__ __forceinline__ void warp_gemm(float (&acc)[L::MT][L::NT][4],
             if constexpr (!A_KMAJOR) ptx::ldmatrix_x4(af[mi], a.at(16 * mi, k0) + a_off);
             else ptx::ldmatrix_x4_trans(af[mi], a.at(k0, 16 * mi) + a_off);
         }
-        /* B two 8-column tiles at a time, each used at once, to keep few fragments live. */
+        /* B two 8-column tiles at a time, each used at once, to keep few fragments live;
+         * an odd last tile takes an x2 load. */
 #pragma unroll
         for (int nj = 0; nj < L::NT; nj += 2) {
-            uint32_t bf[4];
-            if constexpr (!B_KMAJOR) ptx::ldmatrix_x4(bf, b.at(8 * nj, k0) + b_off);
-            else ptx::ldmatrix_x4_trans(bf, b.at(k0, 8 * nj) + b_off);
+            if (nj + 1 < L::NT) {
+                uint32_t bf[4];
+                if constexpr (!B_KMAJOR) ptx::ldmatrix_x4(bf, b.at(8 * nj, k0) + b_off);
+                else ptx::ldmatrix_x4_trans(bf, b.at(k0, 8 * nj) + b_off);
 #pragma unroll
-            for (int mi = 0; mi < L::MT; ++mi) {
-                ptx::mma_m16n8k16<T>(acc[mi][nj], af[mi], bf[0], bf[1]);
-                ptx::mma_m16n8k16<T>(acc[mi][nj + 1], af[mi], bf[2], bf[3]);
+                for (int mi = 0; mi < L::MT; ++mi) {
+                    ptx::mma_m16n8k16<T>(acc[mi][nj], af[mi], bf[0], bf[1]);
+                    ptx::mma_m16n8k16<T>(acc[mi][nj + 1], af[mi], bf[2], bf[3]);
+                }
+            } else {
+                uint32_t bf[2];
+                if constexpr (!B_KMAJOR) ptx::ldmatrix_x2(bf, b.at(8 * nj, k0) + b_off);
+                else ptx::ldmatrix_x2_trans(bf, b.at(k0, 8 * nj) + b_off);
+#pragma unroll
+                for (int mi = 0; mi < L::MT; ++mi)
+                    ptx::mma_m16n8k16<T>(acc[mi][nj], af[mi], bf[0], bf[1]);
             }
         }
     }

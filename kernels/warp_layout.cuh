@@ -18,7 +18,7 @@ template <int M, int N, int WM> struct WarpLayout {
     static constexpr int MT = TM / 16, NT = TN / 8; /* mma tiles per warp */
     static constexpr int REGS = MT * NT * 4;        /* accumulator floats per lane */
     static_assert(WM * WN == 8, "8 warps");
-    static_assert(TM % 16 == 0 && TN % 16 == 0, "per-warp extents must be multiples of 16");
+    static_assert(TM % 16 == 0 && TN % 8 == 0, "per-warp blocks of whole 16x8 mma tiles");
 
     __device__ static __forceinline__ int row0(int warp) { return (warp % WM) * TM; }
     __device__ static __forceinline__ int col0(int warp) { return (warp / WM) * TN; }

@@ -41,7 +41,7 @@ int32_t fb_arch_smem_limit(int32_t arch)
 
 int32_t fb_kernel_head_dim(int32_t head_dim)
 {
-    static const int32_t sizes[] = {64, 128};
+    static const int32_t sizes[] = {64, 96, 128, 192, 256};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i)
         if (head_dim <= sizes[i]) return sizes[i];
     return 0;
@@ -52,8 +52,7 @@ int32_t fb_config_select(flashbwd_plan *plan, int32_t arch, int32_t head_dim,
 {
     const int32_t hd = fb_kernel_head_dim(head_dim);
     FB_FAIL_IF(plan, hd == 0, FLASHBWD_ERR_NOT_SUPPORTED,
-               "head_dim = %d: the CUDA kernels of this version support head_dim <= 128",
-               head_dim);
+               "head_dim = %d: the CUDA kernels support head_dim <= 256", head_dim);
     const int32_t cls = fb_arch_class(arch);
     FB_FAIL_IF(plan, cls == 0, FLASHBWD_ERR_NOT_SUPPORTED,
                "device architecture sm_%d is older than sm_80, the oldest flashbwd supports",

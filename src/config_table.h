@@ -29,14 +29,23 @@
 #define FB_SMEM_LIMIT_SM86 101376 /* sm_86, sm_89: 99 KB */
 #define FB_SMEM_LIMIT_SM90 232448 /* H100, H200: 227 KB */
 
-/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ */
+/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ    shared memory */
 #define FB_CONFIG_TABLE(X)                                                              \
-    X(80,  64, 128, 128, 2,  4,  4,  4) /* 162 KB; fewer dQ atomics than BN 64 */       \
+    X(80,  64, 128, 128, 2,  4,  4,  4) /* 162 KB: BN 128 halves dQ atomics vs 64 */    \
+    X(80,  96,  64, 128, 2,  2,  4,  4) /* 129 KB                                  */   \
     X(80, 128,  64, 128, 2,  2,  4,  2) /* 161 KB                                  */   \
+    X(80, 192,  64,  64, 2,  2,  2,  2) /* 161 KB                                  */   \
+    X(80, 256,  64,  64, 1,  2,  2,  2) /* 145 KB: one stage to fit 163 KB         */   \
     X(86,  64,  64, 128, 2,  2,  4,  2) /*  97 KB                                  */   \
+    X(86,  96,  64,  64, 2,  2,  4,  4) /*  89 KB                                  */   \
     X(86, 128,  64,  64, 1,  2,  4,  2) /*  81 KB: one stage to fit 99 KB          */   \
+    X(86, 192,  32,  64, 1,  2,  4,  2) /*  80 KB                                  */   \
+    X(86, 256,  32,  32, 1,  2,  2,  2) /*  68 KB: 16x8 S/dP warp blocks           */   \
     X(90,  64, 128, 128, 2,  4,  4,  4) /* 162 KB                                  */   \
-    X(90, 128,  64, 128, 2,  2,  4,  2) /* 161 KB                                  */
+    X(90,  96,  64, 128, 2,  2,  4,  4) /* 129 KB                                  */   \
+    X(90, 128,  64, 128, 2,  2,  4,  2) /* 161 KB                                  */   \
+    X(90, 192,  64,  64, 2,  2,  2,  2) /* 161 KB                                  */   \
+    X(90, 256,  64,  64, 2,  2,  2,  2) /* 209 KB: two stages in 227 KB            */
 
 /* Shared memory of the main kernel, bytes, in the order the kernel lays it out:
  * K and V (BN x HD, 16-bit), then ST stages of Q and dO (BM x HD), then P and dS (BM x BN),

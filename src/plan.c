@@ -52,9 +52,6 @@ static int32_t plan_cuda(flashbwd_plan *plan)
         FB_TRY(fb_device_get(plan, p->device, &plan->props));
     }
     if (p->sm_count_override) plan->props.sm_count = p->sm_count_override;
-    FB_FAIL_IF(plan, p->deterministic, FLASHBWD_ERR_NOT_SUPPORTED,
-               "problem.deterministic = 1 is not supported by the CUDA kernels of this "
-               "version; the CPU backend is deterministic");
     FB_TRY(fb_config_select(plan, plan->props.arch, p->head_dim, plan->props.smem_per_block,
                             &plan->config));
     plan->launches.kernel_index = -1;

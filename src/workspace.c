@@ -4,11 +4,13 @@
  *   lse_log2, dpsum   one float per query row of every (batch, head)
  *   dq_accum          kernel_head_dim floats per query row (summed over key blocks)
  *   dk_accum, dv_accum  GQA only: kernel_head_dim floats per key row of every kv head
+ *   dq_sem, dkv_sem   deterministic only: an int32 turn counter per query row block (and,
+ *                     with GQA, per key row block) that orders the fp32 reductions
  * A "row" space per head is padded so that every kernel reads and writes whole tiles with
  * no bounds checks: padded batches use round_up(seqlen, tile) rows per (batch, head);
  * varlen uses round_up(total + batch * tile, tile) rows per head, sequence b starting at
  * floor((cu_seqlens[b] + b * tile) / tile) * tile (flash-backward-reference.md §5).
- * dq_accum, dk_accum and dv_accum are adjacent, so the preprocess zeroes them as one range.
+ * dq_accum .. dkv_sem are adjacent, so the preprocess zeroes them as one range.
  *
  * CPU backend: scratch floats for one kv-head group (K, V, dK, dV), one query head (Q, dO,
  * dQ) and two score rows, at the plan's maximum lengths.
@@ -49,15 +51,21 @@ static int32_t plan_cuda(flashbwd_plan *plan)
     }
     const int gqa = p->heads_kv != p->heads_q;
     int64_t lse_b = 0, dps_b = 0, dq_b = 0, dk_b = 0, dv_b = 0, rows_hd = 0;
+    int64_t dqs_b = 0, dkvs_b = 0;
     ok &= region(rows_q, 4, &lse_b) && region(rows_q, 4, &dps_b);
     ok &= fb_mul_i64(rows_q, hd, &rows_hd) && region(rows_hd, 4, &dq_b);
     if (gqa) {
         ok &= fb_mul_i64(rows_k, hd, &rows_hd) && region(rows_hd, 4, &dk_b);
         dv_b = dk_b;
     }
+    if (p->deterministic) { /* rows are whole blocks: every per-head row count is */
+        ok &= region(rows_q / bm, 4, &dqs_b);
+        if (gqa) ok &= region(rows_k / bn, 4, &dkvs_b);
+    }
     int64_t total = 0;
     ok &= fb_add_i64(lse_b, dps_b, &total) && fb_add_i64(total, dq_b, &total) &&
-          fb_add_i64(total, dk_b, &total) && fb_add_i64(total, dv_b, &total);
+          fb_add_i64(total, dk_b, &total) && fb_add_i64(total, dv_b, &total) &&
+          fb_add_i64(total, dqs_b, &total) && fb_add_i64(total, dkvs_b, &total);
     FB_FAIL_IF(plan, !ok || (uint64_t)total > (uint64_t)SIZE_MAX, FLASHBWD_ERR_OVERFLOW,
                "the workspace size overflows (batch %lld, heads %lld, seqlen_q %lld, "
                "seqlen_k %lld)", (long long)p->batch, (long long)p->heads_q,
@@ -69,8 +77,10 @@ static int32_t plan_cuda(flashbwd_plan *plan)
     ws->dq_accum = ws->dpsum + (size_t)dps_b;
     ws->dk_accum = ws->dq_accum + (size_t)dq_b;
     ws->dv_accum = ws->dk_accum + (size_t)dk_b;
+    ws->dq_sem = ws->dv_accum + (size_t)dv_b;
+    ws->dkv_sem = ws->dq_sem + (size_t)dqs_b;
     ws->zero_begin = ws->dq_accum;
-    ws->zero_bytes = (size_t)(dq_b + dk_b + dv_b);
+    ws->zero_bytes = (size_t)(dq_b + dk_b + dv_b + dqs_b + dkvs_b);
     ws->total_bytes = (size_t)total;
     ws->rows_q = per_head_q;
     ws->rows_k = per_head_k;

@@ -78,9 +78,10 @@ static void dev_free(dev *d)
 }
 
 /* Create a CUDA plan for tc and bind d's tensors and a workspace. */
-static flashbwd_plan *gpu_plan(const tcase *tc, const tdata *td, dev *d)
+static flashbwd_plan *gpu_plan_det(const tcase *tc, const tdata *td, dev *d, int deterministic)
 {
     flashbwd_problem p = tcase_problem(tc, FLASHBWD_BACKEND_CUDA);
+    p.deterministic = deterministic;
     flashbwd_plan *plan = NULL;
     const int32_t st = flashbwd_plan_create(&p, &plan);
     if (st != FLASHBWD_OK) fail_msg("%s: plan_create: %s", tc->name, flashbwd_last_error());
@@ -91,6 +92,11 @@ static flashbwd_plan *gpu_plan(const tcase *tc, const tdata *td, dev *d)
     CUDA_OK(cudaMemset(d->ws, 0x7f, d->ws_bytes ? d->ws_bytes : 256));
     assert_int_equal(flashbwd_plan_set_workspace(plan, d->ws, d->ws_bytes), FLASHBWD_OK);
     return plan;
+}
+
+static flashbwd_plan *gpu_plan(const tcase *tc, const tdata *td, dev *d)
+{
+    return gpu_plan_det(tc, td, d, 0);
 }
 
 /* Errors of dQ, dK, dV against fp64; fails on a NaN/Inf or an error over the bound. */
@@ -112,22 +118,44 @@ static void check_outputs(const tcase *tc, const tdata *td, const char *what)
     }
 }
 
-/* One case end to end on the GPU. */
-static void run_case(const tcase *tc)
+/* One case end to end on the GPU; runs > 1 repeats execute (poisoning the outputs each
+ * time) and requires bitwise-identical outputs (deterministic plans). */
+static void run_case_n(const tcase *tc, int deterministic, int runs);
+
+static void run_case(const tcase *tc) { run_case_n(tc, 0, 1); }
+
+static void run_case_n(const tcase *tc, int deterministic, int runs)
 {
     tdata td;
     assert_int_equal(tdata_make(tc, &td, test_seed() ^ (uint64_t)(tc->seqlen_q * 131 + tc->seqlen_k)), 0);
     dev d;
     dev_upload(&td, &d);
-    flashbwd_plan *plan = gpu_plan(tc, &td, &d);
+    flashbwd_plan *plan = gpu_plan_det(tc, &td, &d, deterministic);
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreate(&stream));
-    const int32_t st = flashbwd_execute(plan, stream);
-    if (st != FLASHBWD_OK) fail_msg("%s: execute: %s", tc->name, flashbwd_plan_last_error(plan));
-    CUDA_OK(cudaStreamSynchronize(stream));
-    CUDA_OK(cudaGetLastError());
-    dev_download(&td, &d);
-    check_outputs(tc, &td, "gpu");
+    uint16_t *first[3] = {NULL, NULL, NULL};
+    for (int run = 0; run < runs; ++run) {
+        for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id)
+            CUDA_OK(cudaMemsetAsync(d.ptr[id], 0xff, td.t[id].elems * 2, stream));
+        const int32_t st = flashbwd_execute(plan, stream);
+        if (st != FLASHBWD_OK) fail_msg("%s: execute: %s", tc->name, flashbwd_plan_last_error(plan));
+        CUDA_OK(cudaStreamSynchronize(stream));
+        CUDA_OK(cudaGetLastError());
+        dev_download(&td, &d);
+        if (run == 0) check_outputs(tc, &td, deterministic ? "gpu det" : "gpu");
+        for (int i = 0; i < 3 && runs > 1; ++i) {
+            const ttensor *t = &td.t[FLASHBWD_TENSOR_DQ + i];
+            if (run == 0) {
+                first[i] = malloc(t->elems * 2);
+                memcpy(first[i], t->data, t->elems * 2);
+            } else if (memcmp(first[i], t->data, t->elems * 2) != 0) {
+                fail_msg("%s: run %d differs from run 0 in %s", tc->name, run,
+                         i == 0 ? "dQ" : i == 1 ? "dK" : "dV");
+            }
+        }
+    }
+    for (int i = 0; i < 3; ++i) free(first[i]);
+    if (runs > 1) printf("    %-40s %d runs bitwise identical\n", tc->name, runs);
     CUDA_OK(cudaStreamDestroy(stream));
     flashbwd_plan_destroy(plan);
     dev_free(&d);
@@ -142,7 +170,7 @@ static void test_gpu_matches_fp64_over_the_core_matrix(void **state)
     (void)state;
     if (!have_gpu()) skip();
     static const int32_t dtypes[2] = {BF, FP};
-    static const int32_t dims[3] = {64, 128, 40};
+    static const int32_t dims[3] = {64, 128, 40}; /* 40 runs padded on the 64 kernel */
     static const int64_t kv_heads[3] = {4, 2, 1}; /* GQA ratio 1, 2, and all heads (MQA) */
     static const int64_t lens[][2] = {{1, 1}, {17, 17}, {113, 113}, {1000, 1000}, {113, 17}, {17, 113}};
     const size_t nlens = quick() ? 3 : sizeof lens / sizeof lens[0];
@@ -187,6 +215,9 @@ static void test_gpu_matches_fp64_on_features(void **state)
         {.name = "bf16 d64 varlen strided", .dtype = BF, .head_dim = 64, .batch = 5, .heads_q = 2, .heads_kv = 2, .seqlen_q = 130, .seqlen_k = 200, .varlen = 1, .lens_q = vl_q, .lens_k = vl_k, .layout = 1},
         {.name = "bf16 d24 seqlen 1000x1", .dtype = BF, .head_dim = 24, .batch = 1, .heads_q = 2, .heads_kv = 1, .seqlen_q = 1000, .seqlen_k = 1},
         {.name = "fp16 d8 causal 333", .dtype = FP, .head_dim = 8, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 333, .seqlen_k = 333, .causal = 1},
+        {.name = "bf16 d256 causal gqa 300", .dtype = BF, .head_dim = 256, .batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 300, .seqlen_k = 300, .causal = 1},
+        {.name = "fp16 d192 window varlen", .dtype = FP, .head_dim = 192, .batch = 5, .heads_q = 2, .heads_kv = 1, .seqlen_q = 130, .seqlen_k = 200, .varlen = 1, .lens_q = vl_q, .lens_k = vl_k, .use_window = 1, .window_left = 30, .window_right = 30},
+        {.name = "bf16 d96 softcap sq>sk", .dtype = BF, .head_dim = 96, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 333, .seqlen_k = 111, .softcap = 10.0f, .causal = 1},
         {.name = "bf16 d120 causal 515x1000", .dtype = BF, .head_dim = 120, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 515, .seqlen_k = 1000, .causal = 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
@@ -291,6 +322,48 @@ static void test_gpu_agrees_with_the_cpu_backend(void **state)
     tdata_free(&td);
 }
 
+/* Every head_dim the ABI accepts (multiples of 8 up to 256), each on the kernel size that
+ * serves it (64, 96, 128, 192, 256), alternating dtype, causal and GQA. */
+static void test_gpu_matches_fp64_for_every_head_dim(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    char name[96];
+    for (int d = 8; d <= 256; d += 8) {
+        if (quick() && d % 64 != 0 && d != 96 && d != 8) continue;
+        const int i = d / 8;
+        snprintf(name, sizeof name, "%s d%d %s hkv%d sq%d sk%d", i % 2 ? "fp16" : "bf16", d,
+                 i % 3 ? "causal" : "full", i % 4 ? 2 : 1, 70 + i, 129 - i);
+        const tcase tc = {.name = name, .dtype = i % 2 ? FP : BF, .head_dim = d, .batch = 2,
+                          .heads_q = 2, .heads_kv = i % 4 ? 2 : 1, .seqlen_q = 70 + i,
+                          .seqlen_k = 129 - i, .causal = i % 3 != 0};
+        run_case(&tc);
+    }
+}
+
+static const int32_t det_q[] = {190, 0, 64, 1, 200};
+static const int32_t det_k[] = {300, 7, 0, 129, 200};
+
+/* Deterministic plans: fp64-accurate and bitwise identical over 5 runs, for every feature
+ * that reorders the reductions (GQA group sums, masks, varlen, every kernel head dim). */
+static void test_gpu_deterministic_mode_is_bitwise_reproducible(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    const tcase cases[] = {
+        {.name = "det bf16 d128 gqa4 causal", .dtype = BF, .head_dim = 128, .batch = 2, .heads_q = 4, .heads_kv = 1, .seqlen_q = 700, .seqlen_k = 700, .causal = 1},
+        {.name = "det fp16 d64 full sq<sk", .dtype = FP, .head_dim = 64, .batch = 2, .heads_q = 4, .heads_kv = 4, .seqlen_q = 300, .seqlen_k = 900},
+        {.name = "det bf16 d96 window gqa2", .dtype = BF, .head_dim = 96, .batch = 1, .heads_q = 4, .heads_kv = 2, .seqlen_q = 600, .seqlen_k = 600, .use_window = 1, .window_left = 150, .window_right = 40},
+        {.name = "det bf16 d192 causal+window", .dtype = BF, .head_dim = 192, .batch = 1, .heads_q = 2, .heads_kv = 1, .seqlen_q = 500, .seqlen_k = 640, .causal = 1, .use_window = 1, .window_left = 200, .window_right = -1},
+        {.name = "det fp16 d256 softcap alibi", .dtype = FP, .head_dim = 256, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 400, .seqlen_k = 400, .softcap = 20.0f, .alibi = 1},
+        {.name = "det bf16 d128 varlen gqa2", .dtype = BF, .head_dim = 128, .batch = 5, .heads_q = 4, .heads_kv = 2, .seqlen_q = 200, .seqlen_k = 300, .varlen = 1, .lens_q = det_q, .lens_k = det_k, .causal = 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        if (quick() && i % 2) continue;
+        run_case_n(&cases[i], 1, 5);
+    }
+}
+
 static void test_gpu_execute_on_another_device_is_wrong_device(void **state)
 {
     (void)state;
@@ -318,6 +391,8 @@ int main(void)
         cmocka_unit_test(test_gpu_matches_fp64_on_features),
         cmocka_unit_test(test_gpu_execute_replays_from_a_cuda_graph),
         cmocka_unit_test(test_gpu_agrees_with_the_cpu_backend),
+        cmocka_unit_test(test_gpu_matches_fp64_for_every_head_dim),
+        cmocka_unit_test(test_gpu_deterministic_mode_is_bitwise_reproducible),
         cmocka_unit_test(test_gpu_execute_on_another_device_is_wrong_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
