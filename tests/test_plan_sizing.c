@@ -44,15 +44,18 @@ static const arch_row arches[] = {
 };
 
 /* Head dims the CUDA kernels serve, and the kernel head dim each runs on. A head dim
- * past the last row must be FLASHBWD_ERR_NOT_SUPPORTED. When the 192 and 256 kernels
- * land, add {192, 192} and {256, 256} here (and their config-table rows). */
+ * past the last row must be FLASHBWD_ERR_NOT_SUPPORTED (none today: validation stops at
+ * 256). A new kernel head dim gets a row here and config-table rows for every class. */
 typedef struct kernel_hd_row {
     int32_t up_to, kernel_head_dim;
 } kernel_hd_row;
 
 static const kernel_hd_row kernel_head_dims[] = {
     {64, 64},
+    {96, 96},
     {128, 128},
+    {192, 192},
+    {256, 256},
 };
 
 static int32_t expected_kernel_head_dim(int32_t head_dim)
