@@ -2,6 +2,10 @@
  *
  *   flashbwd_bench [--dims 64,128] [--seqlens 512,...,16384] [--causal 0,1] [--dtype bf16|fp16]
  *                  [--kv-heads-div N] [--deterministic 0|1] [--host-costs 0|1] [--iters 30]
+ *                  [--window LEFT] [--varlen 0|1]
+ * --window: a sliding window of LEFT keys (with the causal flag: causal + window; without:
+ *   LEFT on both sides). --varlen: packed sequences of mixed lengths (seqlen/4 .. seqlen,
+ *   16k tokens in all). Windowed and varlen FLOPs count the visible (query, key) pairs.
  *
  * Grid: batch·seqlen = 16384 tokens, heads = 2048 / head_dim (FlashAttention's benchmark).
  * Inputs are random normals; O is random and LSE = log(visible keys) + 0.5, the value a
@@ -117,7 +121,7 @@ int main(int argc, char **argv)
     int dims[8] = {64, 128}, ndims = 2;
     int seqlens[16] = {512, 1024, 2048, 4096, 8192, 16384}, nseq = 6;
     int causals[2] = {0, 1}, ncausal = 2;
-    int iters = 30, kv_div = 1, deterministic = 0, host = 1;
+    int iters = 30, kv_div = 1, deterministic = 0, host_cost = 1, window = -1, varlen = 0;
     int32_t dtype = FLASHBWD_DTYPE_BF16;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--dims")) ndims = parse_list(argv[i + 1], dims, 8);
@@ -126,7 +130,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--kv-heads-div")) kv_div = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--deterministic")) deterministic = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--host-costs")) host = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--host-costs")) host_cost = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--window")) window = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--varlen")) varlen = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--dtype"))
             dtype = !strcmp(argv[i + 1], "fp16") ? FLASHBWD_DTYPE_FP16 : FLASHBWD_DTYPE_BF16;
         else {
@@ -140,7 +146,7 @@ int main(int argc, char **argv)
         printf("SKIPPED: no CUDA device\n");
         return 77;
     }
-    if (host) host_costs(dtype);
+    if (host_cost) host_costs(dtype);
     printf("%4s %6s %6s %5s %5s %4s %3s %10s %9s\n", "d", "causal", "seqlen", "batch", "heads",
            "hkv", "det", "ms", "TFLOP/s");
     float *times = malloc(sizeof(float) * (size_t)iters);
@@ -156,9 +162,43 @@ int main(int argc, char **argv)
                 p.dtype = dtype, p.batch = b, p.heads_q = h, p.heads_kv = hkv;
                 p.seqlen_q = p.seqlen_k = s, p.head_dim = (int32_t)d, p.causal = causal;
                 p.deterministic = deterministic;
+                if (window >= 0) {
+                    p.use_window = 1, p.window_left = window;
+                    p.window_right = causal ? 0 : window;
+                }
+                /* varlen: lengths from seqlen/4 to seqlen, as many as fit 16k tokens */
+                int32_t cu[1025] = {0};
+                int64_t nseqs = b;
+                double pairs = 0; /* visible (query, key) pairs, for FLOPs */
+                if (varlen) {
+                    uint64_t st = 12345;
+                    nseqs = 0;
+                    int64_t total = 0;
+                    while (nseqs < 1024) {
+                        int64_t len = s / 4 + (int64_t)(in_next(&st) % (uint64_t)(s - s / 4 + 1));
+                        if (total + len > 16384) len = 16384 - total;
+                        if (len <= 0) break;
+                        cu[nseqs + 1] = (int32_t)(total + len);
+                        total += len, ++nseqs;
+                    }
+                    p.varlen = 1, p.batch = nseqs, p.total_q = p.total_k = total;
+                }
+                for (int64_t q = 0; q < (varlen ? nseqs : 1); ++q) {
+                    const int64_t len = varlen ? cu[q + 1] - cu[q] : s;
+                    for (int64_t i = 0; i < len; ++i) {
+                        int64_t lo = 0, hi = len;
+                        if (causal) hi = i + 1;
+                        if (window >= 0) {
+                            lo = i - window > 0 ? i - window : 0;
+                            if (!causal) hi = i + window + 1 < len ? i + window + 1 : len;
+                        }
+                        pairs += (double)(hi - lo) * (varlen ? 1 : (double)b);
+                    }
+                }
                 flashbwd_plan *plan;
                 CHECK(flashbwd_plan_create(&p, &plan));
-                const size_t nq = (size_t)(b * s * h * d), nk = (size_t)(b * s * hkv * d);
+                const int64_t rows = varlen ? cu[nseqs] : b * s;
+                const size_t nq = (size_t)(rows * h * d), nk = (size_t)(rows * hkv * d);
                 uint16_t *host = malloc(nq * 2);
                 void *t[10] = {0};
                 const size_t sizes[10] = {0, nq, nk, nk, nq, nq, 0, nq, nk, nk};
@@ -169,14 +209,22 @@ int main(int argc, char **argv)
                     CUDA_CHECK(cudaMemcpy(t[id], host, sizes[id] * 2, cudaMemcpyHostToDevice));
                     CHECK(flashbwd_plan_set_tensor(plan, id, t[id], NULL, 0));
                 }
-                float *lse = malloc(sizeof(float) * (size_t)(b * h * s));
-                for (int64_t r = 0; r < b * h * s; ++r) {
+                float *lse = malloc(sizeof(float) * (size_t)(rows * h));
+                for (int64_t r = 0; r < rows * h; ++r) {
                     const int64_t i = r % s, visible = causal ? i + 1 : s;
                     lse[r] = logf((float)visible) + 0.5f;
                 }
-                CUDA_CHECK(cudaMalloc(&t[FLASHBWD_TENSOR_LSE], sizeof(float) * (size_t)(b * h * s)));
-                CUDA_CHECK(cudaMemcpy(t[FLASHBWD_TENSOR_LSE], lse, sizeof(float) * (size_t)(b * h * s),
+                CUDA_CHECK(cudaMalloc(&t[FLASHBWD_TENSOR_LSE], sizeof(float) * (size_t)(rows * h)));
+                CUDA_CHECK(cudaMemcpy(t[FLASHBWD_TENSOR_LSE], lse, sizeof(float) * (size_t)(rows * h),
                                       cudaMemcpyHostToDevice));
+                void *dcu = NULL;
+                if (varlen) {
+                    CUDA_CHECK(cudaMalloc(&dcu, sizeof(int32_t) * (size_t)(nseqs + 1)));
+                    CUDA_CHECK(cudaMemcpy(dcu, cu, sizeof(int32_t) * (size_t)(nseqs + 1),
+                                          cudaMemcpyHostToDevice));
+                    CHECK(flashbwd_plan_set_tensor(plan, FLASHBWD_TENSOR_CU_SEQLENS_Q, dcu, NULL, 0));
+                    CHECK(flashbwd_plan_set_tensor(plan, FLASHBWD_TENSOR_CU_SEQLENS_K, dcu, NULL, 0));
+                }
                 CHECK(flashbwd_plan_set_tensor(plan, FLASHBWD_TENSOR_LSE, t[FLASHBWD_TENSOR_LSE], NULL, 0));
                 size_t ws_bytes;
                 void *ws;
@@ -197,13 +245,18 @@ int main(int argc, char **argv)
                 CUDA_CHECK(cudaGetLastError());
                 qsort(times, (size_t)iters, sizeof(float), cmp_float);
                 const float ms = times[iters / 2];
-                printf("%4lld %6d %6lld %5lld %5lld %4lld %3d %10.3f %9.1f\n", (long long)d, causal,
-                       (long long)s, (long long)b, (long long)h, (long long)hkv, deterministic, ms,
-                       in_bwd_flops(b, h, s, s, d, causal) / (ms * 1e-3) / 1e12);
+                const double flops = (window >= 0 || varlen)
+                                         ? 2.5 * 4.0 * pairs * (double)h * (double)d
+                                         : in_bwd_flops(b, h, s, s, d, causal);
+                printf("%4lld %6d %6lld %5lld %5lld %4lld %3d %10.3f %9.1f%s\n", (long long)d, causal,
+                       (long long)s, (long long)(varlen ? nseqs : b), (long long)h, (long long)hkv,
+                       deterministic, ms, flops / (ms * 1e-3) / 1e12,
+                       varlen ? "  varlen" : window >= 0 ? "  window" : "");
                 fflush(stdout);
                 CUDA_CHECK(cudaEventDestroy(e0));
                 CUDA_CHECK(cudaEventDestroy(e1));
                 for (int id = 0; id < 10; ++id) CUDA_CHECK(cudaFree(t[id]));
+                CUDA_CHECK(cudaFree(dcu));
                 CUDA_CHECK(cudaFree(ws));
                 free(host), free(lse);
                 flashbwd_plan_destroy(plan);

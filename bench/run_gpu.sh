@@ -37,9 +37,11 @@ if has tests; then
 fi
 
 if has sanitize; then
+  # racecheck instruments every shared-memory access: it gets the one-case-per-kernel set
   for tool in memcheck racecheck synccheck initcheck; do
-    FLASHBWD_GPU_QUICK=1 compute-sanitizer --tool $tool --error-exitcode 3 "$B/tests/test_gpu" \
-      > "$OUT/sanitize_$tool.log" 2>&1
+    level=1; [ $tool = racecheck ] && level=2
+    FLASHBWD_GPU_QUICK=$level timeout ${SANITIZE_TIMEOUT:-400} compute-sanitizer --tool $tool \
+      --error-exitcode 3 "$B/tests/test_gpu" > "$OUT/sanitize_$tool.log" 2>&1
     note "compute-sanitizer $tool rc=$? ($(grep -m1 'ERROR SUMMARY' "$OUT/sanitize_$tool.log"))"
   done
   cat "$OUT"/sanitize_*.log > "$OUT/sanitize.log"; rm -f "$OUT"/sanitize_*.log

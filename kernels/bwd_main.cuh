@@ -42,11 +42,14 @@ namespace fb {
 
 constexpr float LOG2E = 1.4426950408889634f;
 
-/* Deterministic mode: wait until *sem == turn (thread 0 spins; the CTA then syncs). */
+/* Deterministic mode: wait until *sem reaches turn (thread 0 spins; the CTA then syncs).
+ * ">=" rather than "==": with valid lengths the counter never passes a waiting turn, and
+ * with contradictory ones (sequences sharing workspace rows) it may, but then the wait
+ * still ends, since every counter only grows. */
 __device__ __forceinline__ void wait_turn(const int32_t *sem, int turn, int tid)
 {
     if (tid == 0)
-        while (ptx::ld_acquire_gpu(sem) != turn) {
+        while (ptx::ld_acquire_gpu(sem) < turn) {
         }
     __syncthreads();
 }
