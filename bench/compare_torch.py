@@ -20,6 +20,7 @@ import math
 import sys
 
 import torch
+import torch._dynamo
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
@@ -104,8 +105,9 @@ def main():
     torch.manual_seed(0)
     flex = None
     if args.flex:
-        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
-        flex = torch.compile(flex_attention)
+        from torch.nn.attention.flex_attention import flex_attention
+        torch._dynamo.config.cache_size_limit = 64  # one compile per shape of the grid
+        flex = torch.compile(flex_attention, dynamic=False)
     rows = []
     hdr = f"{'d':>4} {'causal':>6} {'seqlen':>6} {'b':>3} {'h':>3} {'hkv':>3} | {'flashbwd':>8} {'flash':>7} {'cudnn':>7}" + (f" {'flex':>7}" if flex else "") + f" | {'x flash':>7} {'x cudnn':>7}" + (f" {'x flex':>6}" if flex else "") + " | max rel err dq/dk/dv vs torch-flash"
     print(hdr, flush=True)
@@ -185,7 +187,8 @@ def main():
                         row["flex"] = flops / do_bench(fn, warmup=50, rep=300, return_mode="median") / 1e9
                     except Exception as e:
                         row["flex"] = None
-                        row["flex_err"] = str(e)[:100]
+                        row["flex_err"] = str(e)[:300]
+                        print(f"flex failed at d={d} causal={causal} s={s}: {row['flex_err']}", flush=True)
                 fb.lib.flashbwd_plan_destroy(plan)
                 rows.append(row)
 
