@@ -292,8 +292,8 @@ FLASHBWD_API int32_t flashbwd_plan_workspace_size(const flashbwd_plan *plan, siz
 
 /* flashbwd_plan_set_workspace() — bind the caller's scratch memory.
  * @plan  the plan.
- * @ptr   at least flashbwd_plan_workspace_size() bytes, 256-byte aligned; owned by the
- *        caller; must stay valid until the work of every execute that uses it has finished.
+ * @ptr   at least flashbwd_plan_workspace_size() bytes, 256-byte aligned (CUDA; host
+ *        memory for the CPU backend needs 4-byte alignment); owned by the caller; must stay valid until the work of every execute that uses it has finished.
  *        Two executes in flight at once on different streams need different workspaces.
  * @bytes its size in bytes.
  * @return FLASHBWD_OK; FLASHBWD_ERR_NULL_ARGUMENT (plan); FLASHBWD_ERR_MISALIGNED;
@@ -310,14 +310,19 @@ FLASHBWD_API int32_t flashbwd_plan_set_workspace(flashbwd_plan *plan, void *ptr,
  * and never synchronizes the host, so it may be captured into a CUDA graph. The current
  * device must be the plan's. Errors inside the kernels surface later on the stream.
  * CPU backend: computes on the calling thread and returns when done; `stream` is ignored.
- * Device-side lengths (cu_seqlens, seqused) are the caller's contract: lengths that
- * contradict the plan are rejected by the CPU backend (FLASHBWD_ERR_INVALID_LENGTHS) and
- * clamped by the CUDA kernels, which never read or write outside the bound tensors.
+ * Device-side lengths (cu_seqlens, seqused) are the caller's contract: cu_seqlens must rise
+ * from >= 0 to <= total, seqused must not exceed its sequence, and no length may exceed
+ * the plan's seqlen. Lengths that break it are rejected by the CPU backend
+ * (FLASHBWD_ERR_INVALID_LENGTHS); the CUDA kernels clamp them and give unspecified values,
+ * but never read or write outside the bound tensors and workspace (compute-sanitizer
+ * memcheck is clean on such inputs) and never hang, deterministic mode included. Rows
+ * past seqused (and rows of packed tensors outside every sequence) are not written.
  * @plan   the plan, with Q, K, V, O, dO, LSE, dQ, dK, dV (and cu_seqlens when varlen) set
  *         and a large enough workspace when the size is not 0.
  * @stream a cudaStream_t (NULL = the legacy default stream).
  * @return FLASHBWD_OK; FLASHBWD_ERR_NULL_ARGUMENT (plan); FLASHBWD_ERR_TENSOR_NOT_SET;
- *         FLASHBWD_ERR_WORKSPACE_TOO_SMALL; FLASHBWD_ERR_WRONG_DEVICE; FLASHBWD_ERR_CUDA
+ *         FLASHBWD_ERR_WORKSPACE_TOO_SMALL; FLASHBWD_ERR_WRONG_DEVICE;
+ *         FLASHBWD_ERR_NO_DEVICE (the driver went away); FLASHBWD_ERR_CUDA
  *         (launch failure, with the CUDA error in the message); FLASHBWD_ERR_NOT_SUPPORTED
  *         (planning-only plan, or a configuration this build has no kernel for);
  *         FLASHBWD_ERR_INVALID_LENGTHS (CPU); FLASHBWD_ERR_OUT_OF_MEMORY (CPU);

@@ -2,8 +2,9 @@
  * forward and backward (the oracle of every numerical test), and binding a case's tensors
  * to a plan at any base address (host for the CPU backend, device for CUDA).
  *
- * Nothing here calls flashbwd's own math: the reference is written from the formulas in
- * docs/semantics.md, materializing the score matrix per (batch, head) in double.
+ * Nothing here calls flashbwd's own math: the reference is written from the semantics in
+ * abi/flashbwd.h (masks, softcap, ALiBi, GQA, varlen), materializing the score matrix per
+ * (batch, head) in double.
  */
 #ifndef FB_TESTS_COMMON_H
 #define FB_TESTS_COMMON_H
