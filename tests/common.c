@@ -494,6 +494,25 @@ int32_t tdata_bind(const tcase *tc, const tdata *td, flashbwd_plan *plan, void *
     return FLASHBWD_OK;
 }
 
+flashbwd_plan *tcpu_plan(const tcase *tc, const tdata *td, int deterministic, void **workspace)
+{
+    flashbwd_problem p = tcase_problem(tc, FLASHBWD_BACKEND_CPU);
+    p.deterministic = deterministic;
+    flashbwd_plan *plan = NULL;
+    size_t bytes = 0;
+    *workspace = NULL;
+    if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK || tdata_bind(tc, td, plan, NULL) ||
+        flashbwd_plan_workspace_size(plan, &bytes) || !(*workspace = malloc(bytes ? bytes : 1)) ||
+        flashbwd_plan_set_workspace(plan, *workspace, bytes)) {
+        fprintf(stderr, "%s: CPU plan: %s\n", tc->name, flashbwd_last_error());
+        flashbwd_plan_destroy(plan);
+        free(*workspace);
+        *workspace = NULL;
+        return NULL;
+    }
+    return plan;
+}
+
 double tdata_error(const tcase *tc, const tdata *td, int32_t id, int64_t *nan_count)
 {
     const int q = id == FLASHBWD_TENSOR_DQ;

@@ -62,6 +62,11 @@ int32_t tdata_bind(const tcase *tc, const tdata *td, flashbwd_plan *plan, void *
 /* flashbwd_problem for tc with the given backend. */
 flashbwd_problem tcase_problem(const tcase *tc, int32_t backend);
 
+/* A CPU-backend plan for tc (deterministic if asked) with td's host tensors bound and a
+ * fresh workspace in *workspace (the caller frees it). NULL on failure, after printing
+ * the library's message. */
+flashbwd_plan *tcpu_plan(const tcase *tc, const tdata *td, int deterministic, void **workspace);
+
 /* Relative Frobenius error of output tensor id (host data in td->t[id]) against the
  * reference; *nan_count receives elements that are NaN or Inf (unwritten or overflowed). */
 double tdata_error(const tcase *tc, const tdata *td, int32_t id, int64_t *nan_count);

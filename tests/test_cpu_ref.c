@@ -20,14 +20,9 @@ static void check_case(const tcase *tc)
     tdata td;
     assert_int_equal(tdata_make(tc, &td, test_seed() ^ (uintptr_t)tc->name[0] * 77 ^ (uint64_t)tc->seqlen_q),
                      0);
-    flashbwd_problem p = tcase_problem(tc, FLASHBWD_BACKEND_CPU);
-    flashbwd_plan *plan = NULL;
-    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
-    assert_int_equal(tdata_bind(tc, &td, plan, NULL), FLASHBWD_OK);
-    size_t ws_bytes = 0;
-    assert_int_equal(flashbwd_plan_workspace_size(plan, &ws_bytes), FLASHBWD_OK);
-    void *ws = malloc(ws_bytes ? ws_bytes : 1);
-    assert_int_equal(flashbwd_plan_set_workspace(plan, ws, ws_bytes), FLASHBWD_OK);
+    void *ws;
+    flashbwd_plan *plan = tcpu_plan(tc, &td, 0, &ws);
+    assert_non_null(plan);
     const int32_t st = flashbwd_execute(plan, NULL);
     if (st != FLASHBWD_OK) fail_msg("%s: execute: %s", tc->name, flashbwd_plan_last_error(plan));
     const double bound = tc->dtype == FLASHBWD_DTYPE_BF16 ? 1e-2 : 3e-3;
@@ -120,14 +115,9 @@ static void test_cpu_ref_matches_central_finite_differences(void **state)
                       .heads_kv = 1, .seqlen_q = 9, .seqlen_k = 12, .causal = 1};
     tdata td;
     assert_int_equal(tdata_make(&tc, &td, test_seed() + 99), 0);
-    flashbwd_problem p = tcase_problem(&tc, FLASHBWD_BACKEND_CPU);
-    flashbwd_plan *plan;
-    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
-    assert_int_equal(tdata_bind(&tc, &td, plan, NULL), FLASHBWD_OK);
-    size_t bytes;
-    flashbwd_plan_workspace_size(plan, &bytes);
-    void *ws = malloc(bytes);
-    assert_int_equal(flashbwd_plan_set_workspace(plan, ws, bytes), FLASHBWD_OK);
+    void *ws;
+    flashbwd_plan *plan = tcpu_plan(&tc, &td, 0, &ws);
+    assert_non_null(plan);
     assert_int_equal(flashbwd_execute(plan, NULL), FLASHBWD_OK);
 
     const int sq = 9, sk = 12, d = 16;
@@ -175,15 +165,9 @@ static void test_cpu_ref_is_deterministic(void **state)
                       .heads_kv = 1, .seqlen_q = 40, .seqlen_k = 40, .causal = 1};
     tdata td;
     assert_int_equal(tdata_make(&tc, &td, test_seed() + 5), 0);
-    flashbwd_problem p = tcase_problem(&tc, FLASHBWD_BACKEND_CPU);
-    p.deterministic = 1;
-    flashbwd_plan *plan;
-    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
-    assert_int_equal(tdata_bind(&tc, &td, plan, NULL), FLASHBWD_OK);
-    size_t bytes;
-    flashbwd_plan_workspace_size(plan, &bytes);
-    void *ws = malloc(bytes);
-    flashbwd_plan_set_workspace(plan, ws, bytes);
+    void *ws;
+    flashbwd_plan *plan = tcpu_plan(&tc, &td, 1, &ws);
+    assert_non_null(plan);
     const size_t n = td.t[FLASHBWD_TENSOR_DK].elems * 2;
     void *first = malloc(n);
     for (int run = 0; run < 3; ++run) {
@@ -206,14 +190,9 @@ static void test_cpu_ref_rejects_contradictory_cu_seqlens(void **state)
                       .lens_k = lk};
     tdata td;
     assert_int_equal(tdata_make(&tc, &td, test_seed()), 0);
-    flashbwd_problem p = tcase_problem(&tc, FLASHBWD_BACKEND_CPU);
-    flashbwd_plan *plan;
-    assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
-    assert_int_equal(tdata_bind(&tc, &td, plan, NULL), FLASHBWD_OK);
-    size_t bytes;
-    flashbwd_plan_workspace_size(plan, &bytes);
-    void *ws = malloc(bytes);
-    flashbwd_plan_set_workspace(plan, ws, bytes);
+    void *ws;
+    flashbwd_plan *plan = tcpu_plan(&tc, &td, 0, &ws);
+    assert_non_null(plan);
     int32_t *cu = td.t[FLASHBWD_TENSOR_CU_SEQLENS_Q].data;
     cu[1] = 4; /* 0, 4, 2: decreasing */
     cu[2] = 2;

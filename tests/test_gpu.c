@@ -287,14 +287,9 @@ static void test_gpu_agrees_with_the_cpu_backend(void **state)
     tdata td;
     assert_int_equal(tdata_make(&tc, &td, test_seed() + 3), 0);
     /* CPU backend first, on host buffers. */
-    flashbwd_problem p = tcase_problem(&tc, FLASHBWD_BACKEND_CPU);
-    flashbwd_plan *cpu;
-    assert_int_equal(flashbwd_plan_create(&p, &cpu), FLASHBWD_OK);
-    assert_int_equal(tdata_bind(&tc, &td, cpu, NULL), FLASHBWD_OK);
-    size_t bytes;
-    flashbwd_plan_workspace_size(cpu, &bytes);
-    void *ws = malloc(bytes);
-    assert_int_equal(flashbwd_plan_set_workspace(cpu, ws, bytes), FLASHBWD_OK);
+    void *ws;
+    flashbwd_plan *cpu = tcpu_plan(&tc, &td, 0, &ws);
+    assert_non_null(cpu);
     assert_int_equal(flashbwd_execute(cpu, NULL), FLASHBWD_OK);
     check_outputs(&tc, &td, "cpu");
     uint16_t *cpu_out[3];
