@@ -114,6 +114,11 @@ int32_t fb_problem_read(const flashbwd_problem *in, fb_problem_norm *out)
     FB_INVALID(p.total_q < 0, "problem.total_q = %lld; expected >= 0", (long long)p.total_q);
     FB_INVALID(p.total_k < 0, "problem.total_k = %lld; expected >= 0", (long long)p.total_k);
     if (p.varlen) {
+        /* cu_seqlens holds batch + 1 int32 entries: their count and bytes must be
+         * addressable (set_tensor's limit), and batch + 1 must not overflow. */
+        FB_FAIL_IF(NULL, p.batch >= INT64_MAX / 8, FLASHBWD_ERR_OVERFLOW,
+                   "problem.batch = %lld: a varlen plan's cu_seqlens (batch + 1 entries) would "
+                   "be too large to address", (long long)p.batch);
         int64_t bq, bk;
         FB_FAIL_IF(NULL, !fb_mul_i64(p.batch, p.seqlen_q, &bq), FLASHBWD_ERR_OVERFLOW,
                    "problem.batch * seqlen_q overflows (%lld * %lld)", (long long)p.batch,

@@ -1,8 +1,9 @@
 /* test_overflow.c — sizes whose products overflow are rejected with FLASHBWD_ERR_OVERFLOW
  * (or handled), one test per product: batch·seqlen, batch·seqlen·heads·head_dim bytes,
- * varlen totals, the workspace byte count, strides times extents, pointer plus span; and the
- * other side of each limit, sizes past 32-bit offsets that must be accepted and indexed with
- * 64-bit arithmetic (CPU execute through a 4 GiB stride, fresh random inputs, fp64 check).
+ * varlen totals, a varlen batch + 1 cu_seqlens entries, the workspace byte count, strides
+ * times extents, pointer plus span; and the other side of each limit, sizes past 32-bit
+ * offsets that must be accepted and indexed with 64-bit arithmetic (CPU execute through a
+ * 4 GiB stride, fresh random inputs, fp64 check).
  *
  * Plans here are CPU plans, or planning-only CUDA plans (problem.arch = 90) where the CUDA
  * workspace layout is the subject: nothing is allocated at plan time, so sizes of 2^62 bytes
@@ -123,6 +124,23 @@ static void test_varlen_totals_overflowing_are_overflow(void **state)
     p.total_q = p.total_k = 0;
     p.batch = (int64_t)1 << 40, p.seqlen_q = (int64_t)1 << 30;
     expect_create(&p, FLASHBWD_ERR_OVERFLOW, "batch * seqlen_q");
+}
+
+static void test_varlen_batch_whose_cu_seqlens_overflow_is_overflow(void **state)
+{
+    (void)state;
+    /* Regression (fuzz_tensors, tests/fuzz/regressions/fuzz_tensors/): a varlen CPU plan
+     * with batch = INT64_MAX and seqlen 1 was accepted (batch * seqlen fits, the totals are
+     * explicit), and binding its cu_seqlens computed batch + 1, a signed overflow. */
+    flashbwd_problem p = small_problem(FLASHBWD_BACKEND_CPU);
+    p.varlen = 1, p.seqlen_q = p.seqlen_k = 1, p.total_q = p.total_k = 16;
+    p.batch = INT64_MAX;
+    expect_create(&p, FLASHBWD_ERR_OVERFLOW, "cu_seqlens");
+    p.batch = INT64_MAX / 8; /* cu_seqlens would span 2^60 entries: set_tensor's limit */
+    expect_create(&p, FLASHBWD_ERR_OVERFLOW, "problem.batch");
+    p.batch = INT64_MAX / 8 - 1; /* the largest that can be bound */
+    flashbwd_plan *plan = create_ok(&p);
+    flashbwd_plan_destroy(plan);
 }
 
 static void test_cuda_workspace_bytes_overflowing_is_overflow(void **state)
@@ -330,6 +348,7 @@ int main(void)
         cmocka_unit_test(test_elements_times_head_dim_bytes_overflowing_is_overflow),
         cmocka_unit_test(test_sizes_whose_bytes_fit_are_accepted),
         cmocka_unit_test(test_varlen_totals_overflowing_are_overflow),
+        cmocka_unit_test(test_varlen_batch_whose_cu_seqlens_overflow_is_overflow),
         cmocka_unit_test(test_cuda_workspace_bytes_overflowing_is_overflow),
         cmocka_unit_test(test_cuda_grid_limits_are_not_supported),
         cmocka_unit_test(test_cuda_plan_past_32bit_offsets_is_accepted),
