@@ -36,7 +36,7 @@
 #endif
 
 #define THREADS 16
-#define CYCLES 1000
+#define CYCLES 1000      /* per thread; FLASHBWD_CYCLES overrides (short sanitizer runs) */
 #define CHECK_EVERY 25   /* cycles between fp64 checks of a thread's results */
 #define PROBLEMS 3       /* random problems per thread, reused round robin */
 
@@ -49,6 +49,7 @@ typedef struct worker {
     tcase tc[PROBLEMS];
     int32_t lens_q[PROBLEMS][4], lens_k[PROBLEMS][4];
     tdata td[PROBLEMS];
+    long target;                   /* cycles to run */
     long cycles, checks, messages;
     char failure[FB_MESSAGE_BYTES + 128];
 } worker;
@@ -61,6 +62,13 @@ __attribute__((format(printf, 2, 3))) static void worker_fail(worker *w, const c
     va_start(ap, fmt);
     vsnprintf(w->failure, sizeof w->failure, fmt, ap);
     va_end(ap);
+}
+
+static long cycles_per_thread(void)
+{
+    const char *env = getenv("FLASHBWD_CYCLES");
+    const long n = env ? strtol(env, NULL, 10) : CYCLES;
+    return n > 0 ? n : CYCLES;
 }
 
 static uint64_t next(uint64_t *s)
@@ -146,7 +154,7 @@ static void check_own_message(worker *w, long cycle)
     p.struct_size = FLASHBWD_PROBLEM_STRUCT_SIZE;
     p.backend = FLASHBWD_BACKEND_CPU;
     p.batch = p.heads_q = p.seqlen_q = p.seqlen_k = 1;
-    const int32_t bad_dim = 1 + 8 * (int32_t)(w->index * CYCLES + cycle); /* never % 8 == 0 */
+    const int32_t bad_dim = 1 + 8 * (int32_t)(w->index * 1000000L + cycle); /* never % 8 == 0 */
     p.head_dim = bad_dim;
     flashbwd_plan *plan = NULL;
     if (flashbwd_plan_create(&p, &plan) != FLASHBWD_ERR_INVALID_VALUE) {
@@ -190,7 +198,7 @@ static void *cpu_worker(void *arg)
     }
     float *ws = malloc(ws_max);
     pthread_barrier_wait(w->start);
-    for (long c = 0; c < CYCLES && !w->failure[0]; ++c) {
+    for (long c = 0; c < w->target && !w->failure[0]; ++c) {
         w->cycles = c;
         const int k = (int)(c % PROBLEMS);
         const tcase *tc = &w->tc[k];
@@ -238,6 +246,7 @@ static void run_workers(void *(*fn)(void *), int gpu, int32_t head_dim, int64_t 
     for (int t = 0; t < THREADS; ++t) {
         memset(&w[t], 0, sizeof w[t]);
         w[t].index = t, w[t].gpu = gpu, w[t].start = &start;
+        w[t].target = cycles_per_thread();
         uint64_t s = test_seed() ^ ((uint64_t)(t + 1) * 0x9e3779b97f4a7c15ull);
         for (int k = 0; k < PROBLEMS; ++k) {
             random_case(&w[t], k, &s, head_dim, max_seq);
@@ -259,7 +268,7 @@ static void run_workers(void *(*fn)(void *), int gpu, int32_t head_dim, int64_t 
     printf("    %d threads: %ld cycles, %ld fp64 checks, %ld own-message checks\n", THREADS,
            cycles, checks, messages);
     if (first) fail_msg("%s", first);
-    assert_int_equal(cycles, (long)THREADS * CYCLES);
+    assert_int_equal(cycles, (long)THREADS * cycles_per_thread());
 }
 
 static void test_16_threads_x_1000_cpu_cycles_with_own_messages(void **state)
@@ -423,7 +432,7 @@ static void *gpu_worker(void *arg)
     }
     CUDA_TRY(w, cudaMalloc(&ws, ws_max));
     pthread_barrier_wait(w->start);
-    for (long c = 0; c < CYCLES && !w->failure[0]; ++c) {
+    for (long c = 0; c < w->target && !w->failure[0]; ++c) {
         w->cycles = c;
         const int k = (int)(c % PROBLEMS);
         const tcase *tc = &w->tc[k];
