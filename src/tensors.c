@@ -87,9 +87,11 @@ static void span(const flashbwd_plan *plan, int32_t id, uintptr_t *lo, uintptr_t
 }
 
 /* Whether two bound tensors with disjoint-looking layouts can share an element. Exact for
- * tensors with the same element size and strides (packed dq/dk/dv in one buffer, say):
- * they overlap iff the pointer difference is a combination sum(d_i * stride_i) with
- * |d_i| < extent_i. Otherwise overlapping byte spans count as overlap. */
+ * tensors with the same element size and strides (packed dq/dk/dv in one buffer, say) when
+ * every stride exceeds what the smaller ones can reach: element x of a meets element y of b
+ * iff the pointer difference is sum(d_i * stride_i) with d = x - y, so d_i lies in
+ * [-(extent_b_i - 1), extent_a_i - 1] (a and b may have different extents: dQ and dV).
+ * Otherwise overlapping byte spans count as overlap. */
 static int may_share(const flashbwd_plan *plan, int32_t a, int32_t b)
 {
     uintptr_t alo, ahi, blo, bhi;
@@ -104,11 +106,10 @@ static int may_share(const flashbwd_plan *plan, int32_t a, int32_t b)
     intptr_t bytes = (intptr_t)(blo - alo);
     if (bytes % (intptr_t)esz) return 0; /* never element-aligned to each other */
     int64_t delta = (int64_t)(bytes / (intptr_t)esz);
-    int64_t ext_a[MAX_RANK], ext[MAX_RANK];
-    int rank = extents(plan, a, ext_a), off = rank - ta->rank;
-    for (int i = 0; i < ta->rank; ++i) ext[i] = ext_a[i + off];
-    /* Try both nearest digits per dimension, largest stride first (at most 2^4 paths). */
-    int order[MAX_RANK];
+    int64_t ext_a[MAX_RANK], ext_b[MAX_RANK], lo[MAX_RANK], hi[MAX_RANK];
+    const int off_a = extents(plan, a, ext_a) - ta->rank, off_b = extents(plan, b, ext_b) - tb->rank;
+    for (int i = 0; i < ta->rank; ++i) lo[i] = 1 - ext_b[i + off_b], hi[i] = ext_a[i + off_a] - 1;
+    int order[MAX_RANK]; /* dimensions, largest stride first */
     for (int i = 0; i < ta->rank; ++i) order[i] = i;
     for (int i = 0; i < ta->rank; ++i)
         for (int j = i + 1; j < ta->rank; ++j)
@@ -116,15 +117,25 @@ static int may_share(const flashbwd_plan *plan, int32_t a, int32_t b)
                 int tmp = order[i];
                 order[i] = order[j], order[j] = tmp;
             }
-    for (int path = 0; path < (1 << ta->rank); ++path) {
+    /* The two nearest digits per dimension find every solution only if each stride is
+     * larger than the reach of the smaller ones; else be conservative. (Each term is below
+     * one tensor's span, < INT64_MAX / 8, so the sum cannot overflow.) */
+    int64_t reach = 0;
+    for (int k = ta->rank - 1; k >= 0; --k) {
+        const int i = order[k];
+        if (ta->stride[i] != 0 && reach >= ta->stride[i]) return 1;
+        reach += (hi[i] > -lo[i] ? hi[i] : -lo[i]) * ta->stride[i];
+    }
+    for (int path = 0; path < (1 << ta->rank); ++path) { /* at most 2^4 paths */
         int64_t rest = delta;
         int ok = 1;
         for (int k = 0; k < ta->rank && ok; ++k) {
-            const int64_t s = ta->stride[order[k]], e = ext[order[k]];
+            const int i = order[k];
+            const int64_t s = ta->stride[i];
             if (s == 0) continue;
-            int64_t d = rest / s + (((path >> k) & 1) ? (rest > 0 ? 1 : -1) : 0);
-            if (d <= -e || d >= e) ok = 0;
-            rest -= d * s;
+            const int64_t d = rest / s + (((path >> k) & 1) ? (rest > 0 ? 1 : -1) : 0);
+            if (d < lo[i] || d > hi[i]) ok = 0;
+            else rest -= d * s;
         }
         if (ok && rest == 0) return 1;
     }

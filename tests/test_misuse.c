@@ -363,6 +363,45 @@ static void test_outputs_overlapping_inputs_or_each_other_are_overlap(void **sta
     ready_free(&r);
 }
 
+/* Regression (fuzz_tensors, tests/fuzz/regressions/fuzz_tensors/dq-inside-longer-dv):
+ * tensors with the same strides but different extents, dQ (1 query row) and dV (30 key
+ * rows). The exact overlap search used the extents of the tensor being bound for both, so
+ * dQ bound onto row 12 of dV was accepted; bound the other way round it was refused. */
+static void test_outputs_of_different_extents_overlap_in_either_order(void **state)
+{
+    (void)state;
+    const tcase tc = {.name = "1 query, 30 keys", .dtype = BF, .head_dim = 8, .batch = 2,
+                      .heads_q = 1, .heads_kv = 1, .seqlen_q = 1, .seqlen_k = 30};
+    ready r;
+    ready_make(&r, &tc, 1);
+    const ttensor *dv = &r.td.t[FLASHBWD_TENSOR_DV], *dq = &r.td.t[FLASHBWD_TENSOR_DQ];
+    const int64_t st[4] = {30 * 8, 8, 8, 1}; /* dV packed; dQ (one row per batch) alike */
+    uint16_t *buf = malloc(dv->elems * 2);
+    EXPECT_STATUS(flashbwd_plan_set_tensor(r.plan, FLASHBWD_TENSOR_DV, buf, st, 4), FLASHBWD_OK);
+    EXPECT_STATUS(flashbwd_plan_set_tensor(r.plan, FLASHBWD_TENSOR_DQ, buf + 12 * 8, st, 4),
+                  FLASHBWD_ERR_OVERLAP);
+    expect_message(r.plan, "tensor dQ overlaps tensor dV");
+    /* The other order: dQ first, then dV over it. */
+    EXPECT_STATUS(flashbwd_plan_set_tensor(r.plan, FLASHBWD_TENSOR_DV, dv->data, dv->stride, 4),
+                  FLASHBWD_OK);
+    EXPECT_STATUS(flashbwd_plan_set_tensor(r.plan, FLASHBWD_TENSOR_DQ, buf + 12 * 8, st, 4),
+                  FLASHBWD_OK);
+    EXPECT_STATUS(flashbwd_plan_set_tensor(r.plan, FLASHBWD_TENSOR_DV, buf, st, 4),
+                  FLASHBWD_ERR_OVERLAP);
+    expect_message(r.plan, "tensor dV overlaps tensor dQ");
+    /* Apart again: dQ in its own buffer, dV in buf; the plan computes correctly. */
+    EXPECT_STATUS(flashbwd_plan_set_tensor(r.plan, FLASHBWD_TENSOR_DQ, dq->data, dq->stride, 4),
+                  FLASHBWD_OK);
+    EXPECT_STATUS(flashbwd_plan_set_tensor(r.plan, FLASHBWD_TENSOR_DV, buf, st, 4), FLASHBWD_OK);
+    poison_outputs(&r.td);
+    memset(buf, 0xff, dv->elems * 2);
+    EXPECT_STATUS(flashbwd_execute(r.plan, NULL), FLASHBWD_OK);
+    memcpy(dv->data, buf, dv->elems * 2); /* dV was computed into buf, same layout */
+    expect_correct(&tc, &r.td);
+    free(buf);
+    ready_free(&r);
+}
+
 static void test_inputs_may_alias_inputs_and_fill_output_padding(void **state)
 {
     (void)state;
@@ -676,6 +715,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cuda_alignment_rules_apply_on_a_planning_only_plan),
         cmocka_unit_test(test_null_arguments_are_null_argument),
         cmocka_unit_test(test_outputs_overlapping_inputs_or_each_other_are_overlap),
+        cmocka_unit_test(test_outputs_of_different_extents_overlap_in_either_order),
         cmocka_unit_test(test_inputs_may_alias_inputs_and_fill_output_padding),
         cmocka_unit_test(test_packed_dqkv_buffer_is_accepted_and_correct),
         cmocka_unit_test(test_contradictory_lengths_are_invalid_lengths),
