@@ -34,7 +34,9 @@ for f in "$baseline" "$lib"; do
     [ -f "$f" ] || { echo "FAIL: $f does not exist" >&2; exit 1; }
 done
 # Without DWARF abidiff sees symbols but no types, so a layout change would pass unnoticed.
-if ! readelf -S -W "$lib" | grep -q '\.debug_info'; then
+# (No pipe: with pipefail, "readelf | grep -q" fails whenever grep stops reading early.)
+sections=$(readelf -S -W "$lib")
+if ! grep -q '\.debug_info' <<<"$sections"; then
     echo "FAIL: $lib has no DWARF (.debug_info); the ABI gate needs a build with -g" \
          "(CMAKE_BUILD_TYPE RelWithDebInfo, the default, or Debug)" >&2
     exit 1
