@@ -23,7 +23,9 @@
  *   - Functions return an int32_t status: FLASHBWD_OK (0) or one of FLASHBWD_ERR_*.
  *     Every failure also records a message naming the offending field and value; read it
  *     with flashbwd_plan_last_error() (failures on a plan) or flashbwd_last_error() (any
- *     failure, on the calling thread).
+ *     failure, on the calling thread). One exception: FLASHBWD_ERR_BUSY (the plan is in
+ *     use by another thread) is recorded only on the calling thread, since writing the
+ *     plan's message would race with the call that holds the plan.
  *   - Sizes and strides are int64_t and count elements; byte counts are size_t; device
  *     pointers and the CUDA stream are void *.
  *   - Input structs begin with size_t struct_size, set from a FLASHBWD_*_STRUCT_SIZE
@@ -147,8 +149,8 @@ typedef struct flashbwd_problem {
     float   softcap;       /* score = softcap * tanh(scale * q.k / softcap); 0 = off         */
     int32_t causal;        /* 1 = causal (bottom-right aligned); 0 = not                     */
     int32_t use_window;    /* 1 = apply window_left/right; 0 = no sliding window             */
-    int32_t window_left;   /* keys to the left of the diagonal; negative = unbounded         */
-    int32_t window_right;  /* keys to the right of the diagonal; negative = unbounded        */
+    int32_t window_left;   /* keys to the left of the diagonal; -1 = unbounded (< -1 invalid)*/
+    int32_t window_right;  /* keys to the right of the diagonal; -1 = unbounded (< -1 invalid)*/
     int32_t varlen;        /* 1 = packed sequences with cu_seqlens_q/k; 0 = padded batch     */
     int32_t deterministic; /* 1 = bitwise-identical outputs run to run; 0 = fastest          */
     int32_t sm_count;      /* SMs to schedule for; 0 = the device's count                    */

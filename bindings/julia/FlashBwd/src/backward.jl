@@ -39,7 +39,7 @@ Variable-length batches drop the batch dimension (`(head_dim, heads, total)`, `l
 `seqused_*`, and `max_seqlen_*` (computed from host `cu_seqlens` when omitted).
 
 Keywords: `causal` masks bottom-right aligned; `window = (left, right)` lets query `i` see
-keys `[i + sk - sq - left, i + sk - sq + right]` (negative = unbounded); `softmax_scale`
+keys `[i + sk - sq - left, i + sk - sq + right]` (-1 = unbounded); `softmax_scale`
 0 means `1/sqrt(head_dim)`; `softcap` 0 is off; `deterministic` gives bitwise-identical
 results run to run; `alibi_slopes` is `(heads_q,)` or `(heads_q, batch)` `Float32`.
 `workspace` reuses scratch memory of at least the plan's [`workspace_size`](@ref) instead
