@@ -148,8 +148,7 @@ int32_t fb_workspace_plan(flashbwd_plan *plan);
 /* launches.c: grid and block of every launch, from the problem and the config. */
 int32_t fb_launches_plan(flashbwd_plan *plan);
 
-/* tensors.c: expected rank and element size of a tensor id for this plan. */
-int32_t fb_tensor_rank(const flashbwd_plan *plan, int32_t id);
+/* tensors.c: element size, name and requiredness of a tensor id. */
 size_t fb_tensor_elem_bytes(int32_t id);
 const char *fb_tensor_name(int32_t id);
 /* Whether tensor id must be set before execute. */

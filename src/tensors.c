@@ -68,12 +68,6 @@ static int extents(const flashbwd_plan *plan, int32_t id, int64_t ext[MAX_RANK])
     }
 }
 
-int32_t fb_tensor_rank(const flashbwd_plan *plan, int32_t id)
-{
-    int64_t ext[MAX_RANK];
-    return extents(plan, id, ext);
-}
-
 /* Byte span [lo, hi) that a bound tensor may touch. */
 static void span(const flashbwd_plan *plan, int32_t id, uintptr_t *lo, uintptr_t *hi)
 {
