@@ -4,12 +4,15 @@
  * picks is always a kernel that exists (or the build left it out, which plan creation
  * reports as not supported).
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "config_table.h"
 #include "internal.h"
 
 static const fb_config rows[] = {
-#define FB_CONFIG_ROW(arch, hd, bm, bn, st, ws, wk, wq)                                  \
-    {arch, hd, bm, bn, st, ws, wk, wq, FB_SMEM_MAIN_BYTES(bm, bn, hd, st)},
+#define FB_CONFIG_ROW(arch, hd, bm, bn, st, ws, wk, wq, lag)                             \
+    {arch, hd, bm, bn, st, ws, wk, wq, lag, FB_SMEM_MAIN_BYTES(bm, bn, hd, st, lag)},
     FB_CONFIG_TABLE(FB_CONFIG_ROW)
 #undef FB_CONFIG_ROW
 };
@@ -61,6 +64,18 @@ int32_t fb_config_select(flashbwd_plan *plan, int32_t arch, int32_t head_dim,
      * documents (or a newer one) falls back to the rows of the smaller classes. */
     static const int32_t order[] = {90, 80, 86};
     int first = cls == 90 ? 0 : cls == 80 ? 1 : 2;
+    /* FLASHBWD_FORCE_CONFIG_CLASS=80|86 (testing): start at that older class's rows, so an
+     * H200 runs the sm_86 kernels, which are compiled for every GPU. A class newer than
+     * the device's changes nothing; any other value is an error. */
+    const char *force = getenv("FLASHBWD_FORCE_CONFIG_CLASS");
+    if (force && *force) {
+        const int f = !strcmp(force, "90") ? 0 : !strcmp(force, "80") ? 1
+                    : !strcmp(force, "86") ? 2 : -1;
+        FB_FAIL_IF(plan, f < 0, FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_FORCE_CONFIG_CLASS = \"%.16s\": expected 80, 86 or 90",
+                   force);
+        if (f > first) first = f;
+    }
     for (int o = first; o < 3; ++o)
         for (int i = 0; i < fb_config_count(); ++i)
             if (rows[i].arch_class == order[o] && rows[i].kernel_head_dim == hd &&

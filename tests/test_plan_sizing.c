@@ -7,6 +7,7 @@
  * follow the formulas documented in src/launches.c and src/workspace.c, re-derived here
  * independently. White-box (fb_config_row) for the table itself.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -67,23 +68,23 @@ static int32_t expected_kernel_head_dim(int32_t head_dim)
 
 /* The config table, expanded here from the same X-macro the library compiles. */
 typedef struct trow {
-    int32_t arch, hd, bm, bn, st, ws, wk, wq;
+    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag;
 } trow;
 
 static const trow table[] = {
-#define ROW(a, hd, bm, bn, st, ws, wk, wq) {a, hd, bm, bn, st, ws, wk, wq},
+#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag) {a, hd, bm, bn, st, ws, wk, wq, lag},
     FB_CONFIG_TABLE(ROW)
 #undef ROW
 };
 
 /* Shared memory of the main kernel from its documented layout (config_table.h): K and V
- * (BN x HD, 16-bit), ST stages of Q and dO (BM x HD, 16-bit), P and dS (BM x BN, 16-bit),
- * ST stages of the two fp32 row statistics (BM floats each). */
+ * (BN x HD, 16-bit), ST stages of Q and dO (BM x HD, 16-bit), P and 1 + LAG buffers of dS
+ * (BM x BN, 16-bit), ST stages of the two fp32 row statistics (BM floats each). */
 static int64_t documented_smem(const trow *r)
 {
     const int64_t kv = 2 * (int64_t)r->bn * r->hd * 2;
     const int64_t q_do = (int64_t)r->st * 2 * r->bm * r->hd * 2;
-    const int64_t p_ds = 2 * (int64_t)r->bm * r->bn * 2;
+    const int64_t p_ds = (2 + (int64_t)r->lag) * r->bm * r->bn * 2;
     const int64_t stats = (int64_t)r->st * 2 * r->bm * 4;
     return kv + q_do + p_ds + stats;
 }
@@ -300,7 +301,7 @@ static void test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_w
         if (limit == 0) fail_msg("row %d: ARCH %d is not a known class", i, c->arch_class);
         if (c->arch_class != r->arch || c->kernel_head_dim != r->hd || c->block_m != r->bm ||
             c->block_n != r->bn || c->stages != r->st || c->warps_sdp != r->ws ||
-            c->warps_dkv != r->wk || c->warps_dq != r->wq)
+            c->warps_dkv != r->wk || c->warps_dq != r->wq || c->dq_lag != r->lag)
             fail_msg("row %d: compiled row differs from FB_CONFIG_TABLE", i);
         if (c->smem_bytes != documented_smem(r))
             fail_msg("row %d (sm_%d, hd %d): smem %d; the documented layout needs %lld", i,
@@ -342,6 +343,50 @@ static void test_config_table_has_one_row_per_class_and_kernel_head_dim(void **s
             if (n != 1)
                 fail_msg("sm_%d, kernel head dim %d: %d rows; expected 1", classes[c],
                          kernel_head_dims[k].kernel_head_dim, n);
+        }
+}
+
+/* FLASHBWD_FORCE_CONFIG_CLASS (the GPU suite uses it to run the sm_86 kernels on an
+ * H200): an older class's rows are taken, a newer class changes nothing, anything else is
+ * INVALID_VALUE naming the variable. */
+static void test_forced_config_class_picks_older_rows_or_is_invalid(void **state)
+{
+    (void)state;
+    const struct {
+        int32_t arch;
+        const char *force;
+        int32_t want_cls; /* 0: INVALID_VALUE */
+    } cases[] = {
+        {90, "86", 86}, {90, "80", 80}, {90, "90", 90}, {80, "86", 86}, {80, "90", 80},
+        {86, "80", 86}, {90, "", 90},   {90, "7", 0},   {90, "860", 0}, {80, "sm_86", 0},
+    };
+    for (size_t c = 0; c < COUNT_OF(cases); ++c)
+        for (size_t k = 0; k < COUNT_OF(kernel_head_dims); ++k) {
+            const int32_t khd = kernel_head_dims[k].kernel_head_dim;
+            assert_int_equal(setenv("FLASHBWD_FORCE_CONFIG_CLASS", cases[c].force, 1), 0);
+            flashbwd_problem p = planning_problem(cases[c].arch, khd, &shapes[0]);
+            flashbwd_plan *plan = NULL;
+            const int32_t st = flashbwd_plan_create(&p, &plan);
+            unsetenv("FLASHBWD_FORCE_CONFIG_CLASS");
+            if (cases[c].want_cls == 0) {
+                if (st != FLASHBWD_ERR_INVALID_VALUE || plan != NULL)
+                    fail_msg("force \"%s\": %s; expected INVALID_VALUE", cases[c].force,
+                             flashbwd_status_name(st));
+                if (!strstr(flashbwd_last_error(), "FLASHBWD_FORCE_CONFIG_CLASS"))
+                    fail_msg("message \"%s\" does not name the variable", flashbwd_last_error());
+                continue;
+            }
+            if (st != FLASHBWD_OK)
+                fail_msg("sm_%d, force \"%s\", hd %d: %s (%s)", cases[c].arch, cases[c].force,
+                         khd, flashbwd_status_name(st), flashbwd_last_error());
+            const trow *want = expected_row(cases[c].want_cls, khd, class_limit(cases[c].want_cls));
+            const flashbwd_plan_info info = info_of(plan);
+            if (!want || info.block_m != want->bm || info.block_n != want->bn ||
+                info.smem_bytes != documented_smem(want))
+                fail_msg("sm_%d, force \"%s\", hd %d: %d x %d, %d bytes; expected the sm_%d row",
+                         cases[c].arch, cases[c].force, khd, info.block_m, info.block_n,
+                         info.smem_bytes, cases[c].want_cls);
+            flashbwd_plan_destroy(plan);
         }
 }
 
@@ -479,7 +524,7 @@ static void test_plan_create_without_arch_reports_this_machines_device(void **st
 
 int main(void)
 {
-    struct CMUnitTest tests[COUNT_OF(arches) + 7];
+    struct CMUnitTest tests[COUNT_OF(arches) + 8];
     char names[COUNT_OF(arches)][96];
     size_t k = 0;
     for (size_t a = 0; a < COUNT_OF(arches); ++a, ++k) {
@@ -493,6 +538,7 @@ int main(void)
     const struct CMUnitTest fixed[] = {
         cmocka_unit_test(test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_warp),
         cmocka_unit_test(test_config_table_has_one_row_per_class_and_kernel_head_dim),
+        cmocka_unit_test(test_forced_config_class_picks_older_rows_or_is_invalid),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
         cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),
