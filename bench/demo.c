@@ -127,7 +127,10 @@ int main(void)
     size_t ws_bytes = 0;
     CHECK(flashbwd_plan_workspace_size(plan, &ws_bytes));
     double ms = 0;
-    void *dev[T_N] = {0}, *dlse = NULL, *ws = NULL;
+    void *ws = NULL;
+#ifdef FB_WITH_CUDA
+    void *dev[T_N] = {0}, *dlse = NULL; /* device copies (GPU run) */
+#endif
     if (!gpu) {
         for (int t = 0; t < T_N; ++t) CHECK(flashbwd_plan_set_tensor(plan, ids[t], x[t], NULL, 0));
         CHECK(flashbwd_plan_set_tensor(plan, FLASHBWD_TENSOR_LSE, lse, NULL, 0));
