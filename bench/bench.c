@@ -23,26 +23,9 @@
 
 #include <cuda_runtime_api.h>
 
+#include "check.h"
 #include "flashbwd.h"
 #include "inputs.h"
-
-#define CUDA_CHECK(call)                                                                  \
-    do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
-        if (e_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #call,           \
-                    cudaGetErrorString(e_));                                              \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        int32_t s_ = (call);                                                              \
-        if (s_ != FLASHBWD_OK) {                                                          \
-            fprintf(stderr, "%s failed: %s\n", #call, flashbwd_last_error());             \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
 
 static int parse_list(const char *s, int *out, int max)
 {

@@ -12,29 +12,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "flashbwd.h"
-#include "inputs.h"
-
 #ifdef FB_WITH_CUDA
-#include <cuda_runtime_api.h>
-#define CUDA_CHECK(call)                                                                  \
-    do {                                                                                  \
-        cudaError_t e_ = (call);                                                          \
-        if (e_ != cudaSuccess) {                                                          \
-            fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));            \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
+#include <cuda_runtime_api.h> /* before check.h, which then defines CUDA_CHECK */
 #endif
 
-#define CHECK(call)                                                                       \
-    do {                                                                                  \
-        int32_t s_ = (call);                                                              \
-        if (s_ != FLASHBWD_OK) {                                                          \
-            fprintf(stderr, "%s failed: %s\n", #call, flashbwd_last_error());             \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
+#include "check.h"
+#include "flashbwd.h"
+#include "inputs.h"
 
 enum { T_Q, T_K, T_V, T_O, T_DO, T_DQ, T_DK, T_DV, T_N };
 static const int32_t ids[T_N] = {FLASHBWD_TENSOR_Q,  FLASHBWD_TENSOR_K,  FLASHBWD_TENSOR_V,

@@ -30,17 +30,9 @@ fi
 
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/pkgconfig"
-cat >"$tmp/pkgconfig/flashbwd.pc" <<EOF
-libdir=$build
-includedir=$repo/abi
-
-Name: flashbwd
-Description: FlashAttention backward (uninstalled build in $build)
-Version: 1.0.0
-Libs: -L\${libdir} -Wl,-rpath,\${libdir} -lflashbwd
-Cflags: -I\${includedir}
-EOF
+# shellcheck source=uninstalled-pc.sh
+. "$here/uninstalled-pc.sh"
+write_uninstalled_pc "$tmp/pkgconfig" "$build" "$repo" '-Wl,-rpath,${libdir} '
 
 export PKG_CONFIG_PATH="$tmp/pkgconfig"
 export GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath"

@@ -26,17 +26,9 @@ fi
 
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp" 2>/dev/null; rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/pkgconfig"
-cat >"$tmp/pkgconfig/flashbwd.pc" <<EOF
-libdir=$build
-includedir=$repo/abi
-
-Name: flashbwd
-Description: FlashAttention backward (uninstalled build in $build)
-Version: 1.0.0
-Libs: -L\${libdir} -lflashbwd
-Cflags: -I\${includedir}
-EOF
+# shellcheck source=uninstalled-pc.sh
+. "$here/uninstalled-pc.sh"
+write_uninstalled_pc "$tmp/pkgconfig" "$build" "$repo"
 export PKG_CONFIG_PATH="$tmp/pkgconfig" GOCACHE="$tmp/gocache" GOPATH="$tmp/gopath"
 export GOFLAGS=-mod=mod GOPROXY=off GOWORK=off CGO_ENABLED=1
 # Environment LDFLAGS are not subject to cgo's flag allowlist; '$ORIGIN' reaches the linker
