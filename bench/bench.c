@@ -52,6 +52,8 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+double fb_bench_launch_floor_us(int launches, int calls, void *stream); /* launch_floor.cu */
+
 /* Host cost of execute and plan creation on a tiny problem (1 x 1 x 128 x 64). */
 static void host_costs(int32_t dtype)
 {
@@ -91,8 +93,17 @@ static void host_costs(int32_t dtype)
     for (int i = 0; i < m; ++i) CHECK(flashbwd_execute(plan, s));
     const double exec_us = (now() - t0) / m * 1e6;
     CUDA_CHECK(cudaStreamSynchronize(s));
+    flashbwd_plan_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = FLASHBWD_PLAN_INFO_STRUCT_SIZE;
+    CHECK(flashbwd_plan_get_info(plan, &info));
     printf("host cost: plan_create %.2f us (device cache warm), execute %.2f us per call "
-           "(enqueue only, %d launches)\n", create_us, exec_us, 3);
+           "(enqueue only, %d launches)\n", create_us, exec_us, info.num_launches);
+    const double floor_us = fb_bench_launch_floor_us(info.num_launches, m, s);
+    if (floor_us < 0) exit(1);
+    printf("host cost floor: %d empty launches with execute's parameter size %.2f us per "
+           "call (execute's own work: %.2f us)\n", info.num_launches, floor_us,
+           exec_us - floor_us);
     CUDA_CHECK(cudaStreamDestroy(s));
     for (int i = 0; i < 9; ++i) CUDA_CHECK(cudaFree(buf[i]));
     CUDA_CHECK(cudaFree(ws));

@@ -1,0 +1,83 @@
+#!/bin/bash
+# variants.sh — compare config-table variants against the current build in one GPU call.
+#
+# Here, on the build machine, once per variant:
+#   bench/variants.sh build NAME 'SED-EXPR' ['HEAD_DIMS']
+#     copies the working tree (tracked and untracked files git does not ignore) to a temp
+#     folder, applies SED-EXPR to src/config_table.h (it must change something), builds
+#     only the library for sm_90 (head dims default "64;128;256") and leaves it in
+#     variants/NAME/ (ignored by git; name it in the device call's carry with build).
+#     Example: bench/variants.sh build lag0 's/X(90, 128,\(.*\), 1)/X(90, 128,\1, 0)/'
+# There, on the GPU machine:
+#   bench/variants.sh run [flashbwd_bench arguments]
+#     runs build/bench/flashbwd_bench with the current build and with each variant
+#     (LD_LIBRARY_PATH; the bench's RUNPATH yields to it), twice in alternating order so
+#     clock drift over the run shows up, and prints TFLOP/s per point and variant, the
+#     better of the two passes, and each variant's ratio to the current build.
+#     FLASHBWD_BENCH names another benchmark binary (the script's own test uses a fake).
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cmd=${1:-}
+case "$cmd" in
+build)
+    [ $# -ge 3 ] || { echo "usage: $0 build NAME SED-EXPR [HEAD_DIMS]" >&2; exit 2; }
+    name=$2 expr=$3 dims=${4:-64;128;256}
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    (cd "$repo" && git ls-files -z --cached --others --exclude-standard |
+        xargs -0 cp --parents -t "$tmp")
+    sed -i "$expr" "$tmp/src/config_table.h"
+    if cmp -s "$repo/src/config_table.h" "$tmp/src/config_table.h"; then
+        echo "variants.sh: '$expr' changes nothing in src/config_table.h" >&2
+        exit 1
+    fi
+    diff "$repo/src/config_table.h" "$tmp/src/config_table.h" || true
+    cmake -S "$tmp" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DFLASHBWD_HEAD_DIMS="$dims" >/dev/null
+    cmake --build "$tmp/build" --target flashbwd
+    rm -rf "$repo/variants/$name"
+    mkdir -p "$repo/variants/$name"
+    cp -a "$tmp/build"/libflashbwd.so* "$repo/variants/$name/"
+    echo "variants/$name: built"
+    ;;
+run)
+    shift
+    bench=${FLASHBWD_BENCH:-$repo/build/bench/flashbwd_bench}
+    out=$(mktemp -d)
+    names=(current)
+    for d in "$repo"/variants/*/; do [ -d "$d" ] && names+=("$(basename "$d")"); done
+    order=("${names[@]}")
+    for pass in 1 2; do
+        for n in "${order[@]}"; do
+            if [ "$n" = current ]; then "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
+            else LD_LIBRARY_PATH="$repo/variants/$n" "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
+            fi
+        done
+        order=(); for ((i = ${#names[@]} - 1; i >= 0; --i)); do order+=("${names[i]}"); done
+    done
+    python3 - "$out" "${names[@]}" <<'PY'
+import sys
+out, names = sys.argv[1], sys.argv[2:]
+best = {}
+for n in names:
+    for p in (1, 2):
+        for line in open(f"{out}/{n}.{p}"):
+            f = line.split()
+            if len(f) == 9 and f[0].isdigit():
+                key = (int(f[0]), int(f[1]), int(f[2]))
+                best[n, key] = max(best.get((n, key), 0.0), float(f[8]))
+keys = sorted({k for (_, k) in best})
+print("   d causal seqlen | " + " ".join(f"{n:>10s}" for n in names) + " | ratio to current")
+for k in keys:
+    cur = best.get(("current", k), 0.0)
+    vals = " ".join(f"{best.get((n, k), 0.0):10.1f}" for n in names)
+    ratios = " ".join(f"{best.get((n, k), 0.0) / cur:5.3f}" if cur else "  -  " for n in names[1:])
+    print(f"{k[0]:4d} {k[1]:6d} {k[2]:6d} | {vals} | {ratios}")
+PY
+    rm -rf "$out"
+    ;;
+*)
+    echo "usage: $0 build NAME SED-EXPR [HEAD_DIMS] | run [flashbwd_bench arguments]" >&2
+    exit 2
+    ;;
+esac
