@@ -7,7 +7,7 @@
 #     folder, applies SED-EXPR to src/config_table.h (it must change something), builds
 #     only the library for sm_90 (head dims default "64;128;256") and leaves it in
 #     variants/NAME/ (ignored by git; name it in the device call's carry with build).
-#     Example: bench/variants.sh build lag0 's/X(90, 128,\(.*\), 1)/X(90, 128,\1, 0)/'
+#     Example: bench/variants.sh build st3 's/X(90, 128,  64, 128, 2,/X(90, 128,  64, 128, 3,/'
 # There, on the GPU machine:
 #   bench/variants.sh run [flashbwd_bench arguments]
 #     runs build/bench/flashbwd_bench with the current build and with each variant
