@@ -2,12 +2,16 @@
 # variants.sh — compare config-table variants against the current build in one GPU call.
 #
 # Here, on the build machine, once per variant:
-#   bench/variants.sh build NAME 'SED-EXPR' ['HEAD_DIMS']
-#     copies the working tree (tracked and untracked files git does not ignore) to a temp
-#     folder, applies SED-EXPR to src/config_table.h (it must change something), builds
-#     only the library for sm_90 (head dims default "64;128;256") and leaves it in
-#     variants/NAME/ (ignored by git; name it in the device call's carry with build).
-#     Example: bench/variants.sh build st3 's/X(90, 128,  64, 128, 2,/X(90, 128,  64, 128, 3,/'
+#   bench/variants.sh build NAME [--ref GITREF] [--sed SED-EXPR] [--dims "64;128;256"]
+#     copies the working tree (tracked and untracked files git does not ignore), or with
+#     --ref the tree of a commit or branch, to a temp folder, applies SED-EXPR to
+#     src/config_table.h (it must change something), builds only the library for sm_90
+#     and leaves it in variants/NAME/ (ignored by git; name variants in the device call's
+#     carry beside build).
+#     Examples: bench/variants.sh build st3 --sed 's/X(90, 128,  64, 128, 2,/X(90, 128,  64, 128, 3,/'
+#               bench/variants.sh build v2 --ref v2-lag
+#     The test binaries in build/ run a variant through the ABI alone, e.g.
+#     LD_LIBRARY_PATH=variants/v2 build/tests/test_gpu (and under compute-sanitizer).
 # There, on the GPU machine:
 #   bench/variants.sh run [flashbwd_bench arguments]
 #     runs build/bench/flashbwd_bench with the current build and with each variant
@@ -20,18 +24,35 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}
 case "$cmd" in
 build)
-    [ $# -ge 3 ] || { echo "usage: $0 build NAME SED-EXPR [HEAD_DIMS]" >&2; exit 2; }
-    name=$2 expr=$3 dims=${4:-64;128;256}
+    [ $# -ge 2 ] || { echo "usage: $0 build NAME [--ref GITREF] [--sed SED-EXPR] [--dims D]" >&2; exit 2; }
+    name=$2 ref="" expr="" dims="64;128;256"
+    shift 2
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --ref) ref=$2 ;;
+        --sed) expr=$2 ;;
+        --dims) dims=$2 ;;
+        *) echo "variants.sh: unknown option $1" >&2; exit 2 ;;
+        esac
+        shift 2
+    done
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
-    (cd "$repo" && git ls-files -z --cached --others --exclude-standard |
-        xargs -0 cp --parents -t "$tmp")
-    sed -i "$expr" "$tmp/src/config_table.h"
-    if cmp -s "$repo/src/config_table.h" "$tmp/src/config_table.h"; then
-        echo "variants.sh: '$expr' changes nothing in src/config_table.h" >&2
-        exit 1
+    if [ -n "$ref" ]; then
+        git -C "$repo" archive "$ref" | tar -x -C "$tmp"
+    else
+        (cd "$repo" && git ls-files -z --cached --others --exclude-standard |
+            xargs -0 cp --parents -t "$tmp")
     fi
-    diff "$repo/src/config_table.h" "$tmp/src/config_table.h" || true
+    if [ -n "$expr" ]; then
+        cp "$tmp/src/config_table.h" "$tmp/config_table.orig"
+        sed -i "$expr" "$tmp/src/config_table.h"
+        if cmp -s "$tmp/config_table.orig" "$tmp/src/config_table.h"; then
+            echo "variants.sh: '$expr' changes nothing in src/config_table.h" >&2
+            exit 1
+        fi
+        diff "$tmp/config_table.orig" "$tmp/src/config_table.h" || true
+    fi
     cmake -S "$tmp" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CUDA_ARCHITECTURES=90 -DFLASHBWD_HEAD_DIMS="$dims" >/dev/null
     cmake --build "$tmp/build" --target flashbwd
@@ -77,7 +98,7 @@ PY
     rm -rf "$out"
     ;;
 *)
-    echo "usage: $0 build NAME SED-EXPR [HEAD_DIMS] | run [flashbwd_bench arguments]" >&2
+    echo "usage: $0 build NAME [--ref GITREF] [--sed SED-EXPR] [--dims D] | run [bench arguments]" >&2
     exit 2
     ;;
 esac
