@@ -2,7 +2,7 @@
 # variants.sh — compare config-table variants against the current build in one GPU call.
 #
 # Here, on the build machine, once per variant:
-#   bench/variants.sh build NAME [--ref GITREF] [--sed SED-EXPR] [--dims "64;128;256"]
+#   bench/variants.sh build NAME [--ref GITREF] [--sed SED-EXPR] [--dims "64;96;128;192;256"]
 #     copies the working tree (tracked and untracked files git does not ignore), or with
 #     --ref the tree of a commit or branch, to a temp folder, applies SED-EXPR to
 #     src/config_table.h (it must change something), builds only the library for sm_90
@@ -25,7 +25,7 @@ cmd=${1:-}
 case "$cmd" in
 build)
     [ $# -ge 2 ] || { echo "usage: $0 build NAME [--ref GITREF] [--sed SED-EXPR] [--dims D]" >&2; exit 2; }
-    name=$2 ref="" expr="" dims="64;128;256"
+    name=$2 ref="" expr="" dims="64;96;128;192;256"
     shift 2
     while [ $# -gt 0 ]; do
         case "$1" in
