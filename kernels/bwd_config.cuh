@@ -12,25 +12,48 @@
 
 namespace fb {
 
-template <typename T_, int ARCH_, int HD_, int BM_, int BN_, int ST_, int WS_, int WK_, int WQ_>
+template <typename T_, int ARCH_, int HD_, int BM_, int BN_, int ST_, int WS_, int WK_, int WQ_,
+          int LAG_>
 struct BwdConfig {
     using T = T_;
     static constexpr int ARCH = ARCH_;    /* config-table class: 80, 86 or 90 */
     static constexpr int HEAD_DIM = HD_;  /* kernel head dim */
     static constexpr int BLOCK_M = BM_, BLOCK_N = BN_, STAGES = ST_;
+    static constexpr bool DQ_LAG = LAG_ != 0; /* dQ one step late, two dS buffers */
     static constexpr int NUM_THREADS = FB_NUM_THREADS;
 
     using TileQ = SmemTile<BM_, HD_>;  /* Q, dO stages */
     using TileK = SmemTile<BN_, HD_>;  /* K, V (and the dK, dV epilogue) */
     using TileP = SmemTile<BM_, BN_>;  /* P, dS */
     using LayoutS = WarpLayout<BM_, BN_, WS_>;  /* S = Q Kᵀ and dP = dO Vᵀ */
-    using LayoutKV = WarpLayout<BN_, HD_, WK_>; /* dV = Pᵀ dO and dK = dSᵀ Q */
+    using LayoutKV = WarpLayout<BN_, HD_, WK_, true>; /* dV = Pᵀ dO and dK = dSᵀ Q */
     using LayoutQ = WarpLayout<BM_, HD_, WQ_>;  /* dQ = dS K */
 
-    static constexpr int SMEM_BYTES = FB_SMEM_MAIN_BYTES(BM_, BN_, HD_, ST_);
-    static_assert(SMEM_BYTES == 2 * TileK::BYTES + 2 * ST_ * TileQ::BYTES + 2 * TileP::BYTES +
-                                    2 * ST_ * BM_ * 4,
+    static constexpr int DS_BUFFERS = 1 + LAG_;
+    static constexpr int SMEM_BYTES = FB_SMEM_MAIN_BYTES(BM_, BN_, HD_, ST_, LAG_);
+    static_assert(SMEM_BYTES == 2 * TileK::BYTES + 2 * ST_ * TileQ::BYTES +
+                                    (1 + DS_BUFFERS) * TileP::BYTES + 2 * ST_ * BM_ * 4,
                   "config_table.h's shared-memory formula disagrees with the kernel's layout");
+
+    /* The dV and dK GEMMs of a warp read the P and dS columns of its key rows. Warps
+     * w / PDS_GROUP (a group of PDS_GROUP neighbours) both write and read the same column
+     * slice, so a barrier over the group is enough between writing P/dS and reading them;
+     * 8 means the layouts do not nest and the whole CTA must sync. */
+    static constexpr int pds_group()
+    {
+        using LS = LayoutS;
+        using LK = LayoutKV;
+        const int g = WS_ > 8 / WK_ ? WS_ : 8 / WK_;
+        for (int w = 0; w < 8; ++w) { /* consumer w: key rows [k0, k0 + TM) of LayoutKV */
+            const int k0 = LK::row_block(w) * LK::TM;
+            for (int q = 0; q < 8; ++q) { /* producer q: columns [c0, c0 + TN) of LayoutS */
+                const int c0 = LS::col_block(q) * LS::TN;
+                if (c0 < k0 + LK::TM && k0 < c0 + LS::TN && q / g != w / g) return 8;
+            }
+        }
+        return g;
+    }
+    static constexpr int PDS_GROUP = pds_group();
     static_assert(HD_ % 16 == 0 && BM_ % 16 == 0 && BN_ % 16 == 0, "GEMM depths of 16");
 };
 

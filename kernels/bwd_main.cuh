@@ -13,9 +13,20 @@
  * Launch: grid (n_blocks, heads_q, batch), FB_NUM_THREADS threads, dynamic shared memory
  *   Cfg::SMEM_BYTES (raised at plan time).
  * Pipeline: Q, dO, LSE·log2e and D of a query block travel as one cp.async group into a
- *   ring of STAGES buffers; exactly one group is committed per iteration, so
- *   wait_group<STAGES-1> always means "block m has landed".
- * Shared memory: sK | sV | sQ[STAGES] | sdO[STAGES] | sP | sdS | sLSE[STAGES] | sD[STAGES].
+ *   ring of STAGES buffers; exactly one group is committed per step, after the step's
+ *   top barrier, so at the top wait_group<STAGES-2> means "block m has landed" (with one
+ *   stage the refill of the current block happens between two barriers).
+ * Shared memory: sK | sV | sQ[STAGES] | sdO[STAGES] | sP | sdS[1 + LAG] | sLSE[STAGES] |
+ *   sD[STAGES].
+ * Barriers per step: one CTA barrier at the top (block m landed; every warp is done with
+ *   step m - 1, so its ring stage, P and dS may be overwritten), then the refill of the
+ *   ring. dQ = dS·K needs every warp's dS. With Cfg::DQ_LAG (a config-table column) it
+ *   runs at the top of step m + 1, after that step's CTA barrier, from a second dS
+ *   buffer, so between writing P/dS and the dV/dK GEMMs only the warps of one column
+ *   slice need to meet (Cfg::PDS_GROUP, a named barrier). Without it a second CTA barrier
+ *   sits there and dQ follows dK in step m. Which is faster depends on the row
+ *   (docs/performance.md): LAG frees dQ's registers during dV/dK, which ends the spills
+ *   of hd192/256, but costs hd128 2-5%.
  * Deterministic mode: before adding to a sum (dQ of block m; with GQA the group's dK, dV)
  *   a CTA waits for that sum's turn counter to reach its position in a fixed order (key
  *   blocks descending; heads of a group ascending), then adds and advances the counter.
@@ -33,6 +44,7 @@
 #include "launch.h"
 #include "mask.cuh"
 #include "ptx/atomic.cuh"
+#include "ptx/barrier.cuh"
 #include "seqinfo.cuh"
 #include "softmax_grad.cuh"
 #include "tile_io.cuh"
@@ -86,7 +98,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     const uint32_t sP = sdO + ST * TileQ::BYTES;
     const uint32_t sdS = sP + TileP::BYTES;
     float *sLSE = reinterpret_cast<float *>(smem + 2 * TileK::BYTES + 2 * ST * TileQ::BYTES +
-                                            2 * TileP::BYTES);
+                                            (1 + C::DS_BUFFERS) * TileP::BYTES);
     float *sD = sLSE + ST * BM;
 
     const int n_block = p.deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
@@ -166,18 +178,46 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     zero(acc_dk);
     zero(acc_dv);
 
+    /* dQ_m = dS_m·K from dS buffer `buf`, added into block m's fp32 rows. */
+    auto dq_step = [&](int m, int buf) {
+        const int lane = lane_id();
+        const int64_t m0 = (int64_t)m * BM;
+        float acc_dq[LQ::MT][LQ::NT][4];
+        const auto a = operand_addr<LQ, TileP, true, false>(sdS, warp, lane);
+        const auto bk = operand_addr<LQ, TileK, false, true>(sK, warp, lane);
+        zero(acc_dq);
+        warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, buf * TileP::BYTES, bk,
+                                                        0);                           // dQ = dS·K
+        int32_t *sem = p.dq_sem ? p.dq_sem + (ws_q + m0) / BM : nullptr;
+        if (sem)
+            wait_turn(sem, mask.last_n_block(m, BM, BN, (si.sk + BN - 1) / BN) - n_block, tid);
+        red_add_frags<LQ, NT>(p.dq_accum + (ws_q + m0) * HD, acc_dq, 1.0f, tid);
+        if (sem) pass_turn(sem, tid);
+    };
+
     for (int m = m_begin, it = 0; m < m_end; ++m, ++it) {
         const int stage = it % ST;
-        if (m + ST - 1 < m_end) load_stage(m + ST - 1, (it + ST - 1) % ST);
-        ptx::cp_async_commit();
-        ptx::cp_async_wait<ST - 1>();
-        __syncthreads(); /* block m (and K, V) visible to every warp */
+        if constexpr (ST == 1) { /* the one stage is refilled once every warp is done with it */
+            __syncthreads();
+            load_stage(m, 0);
+            ptx::cp_async_commit();
+            ptx::cp_async_wait<0>();
+            __syncthreads();
+        } else {
+            ptx::cp_async_wait<ST - 2>();
+            __syncthreads(); /* block m visible; step m - 1 done by every warp */
+            if (m + ST - 1 < m_end) load_stage(m + ST - 1, (it + ST - 1) % ST);
+            ptx::cp_async_commit(); /* one group per step, even when empty */
+        }
+        if constexpr (C::DQ_LAG)
+            if (it > 0) dq_step(m - 1, (it - 1) & 1);
 
         const int lane = lane_id();
         const uint32_t q_off = stage * TileQ::BYTES;            /* sQ, sdO stage */
         const uint32_t do_off = q_off + ST * TileQ::BYTES;      /* sdO relative to sQ */
         const float *lse = sLSE + stage * BM, *dsum = sD + stage * BM;
         const int64_t m0 = (int64_t)m * BM;
+        const int buf = C::DQ_LAG ? it & 1 : 0; /* this step's dS buffer */
 
         float acc_s[LS::MT][LS::NT][4], acc_dp[LS::MT][LS::NT][4];
         {
@@ -192,30 +232,27 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         softmax_grad_tile<LS>(acc_s, acc_dp, lse, dsum, sp, softcap, mask,
                               mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, warp, lane);
         store_frags<LS, TileP, T>(sP, acc_s, 1.0f, warp, lane);
-        store_frags<LS, TileP, T>(sdS, acc_dp, 1.0f, warp, lane);
-        __syncthreads(); /* P and dS visible */
+        store_frags<LS, TileP, T>(sdS + buf * TileP::BYTES, acc_dp, 1.0f, warp, lane);
+        if constexpr (C::DQ_LAG && C::PDS_GROUP < 8) /* this slice's P, dS visible */
+            ptx::bar_sync(1 + warp / C::PDS_GROUP, 32 * C::PDS_GROUP);
+        else
+            __syncthreads(); /* all of P and dS visible */
 
         {
             const auto a = operand_addr<LKV, TileP, true, true>(sP, warp, lane);
             const auto bq = operand_addr<LKV, TileQ, false, true>(sQ, warp, lane);
             warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(acc_dv, a, 0, bq, do_off);  // dV += Pᵀ·dO
-            warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(acc_dk, a, TileP::BYTES, bq,
+            warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(acc_dk, a,
+                                                            (1 + buf) * TileP::BYTES, bq,
                                                             q_off);                   // dK += dSᵀ·Q
         }
-        {
-            float acc_dq[LQ::MT][LQ::NT][4];
-            const auto a = operand_addr<LQ, TileP, true, false>(sdS, warp, lane);
-            const auto bk = operand_addr<LQ, TileK, false, true>(sK, warp, lane);
-            zero(acc_dq);
-            warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, 0, bk, 0);      // dQ = dS·K
-            int32_t *sem = p.dq_sem ? p.dq_sem + (ws_q + m0) / BM : nullptr;
-            if (sem)
-                wait_turn(sem, mask.last_n_block(m, BM, BN, (si.sk + BN - 1) / BN) - n_block, tid);
-            red_add_frags<LQ, NT>(p.dq_accum + (ws_q + m0) * HD, acc_dq, 1.0f, tid);
-            if (sem) pass_turn(sem, tid);
-        }
-        __syncthreads(); /* this stage, P and dS free for reuse */
+        if constexpr (!C::DQ_LAG) dq_step(m, 0);
     }
+    if constexpr (C::DQ_LAG) {
+        __syncthreads(); /* the last step's dS from every warp */
+        dq_step(m_end - 1, (m_end - 1 - m_begin) & 1);
+    }
+    __syncthreads(); /* done with sK, sV (the epilogue reuses them) */
 
     const int lane = lane_id();
     if (gqa) { /* add into the group sums; convert_dkv writes dK, dV */

@@ -47,11 +47,11 @@ cudaError_t launch_backward(const fb_bwd_params &p, const fb_launch_table &t, cu
 /* The entry of row (ARCH, HD, ...) if HD is the head dim this file instantiates, else an
  * empty entry; `if constexpr` keeps the other head dims from being compiled here. */
 template <int WANT_HD, typename T, int ARCH, int HD, int BM, int BN, int ST, int WS, int WK,
-          int WQ>
+          int WQ, int LAG>
 KernelEntry entry_if(int32_t dtype)
 {
     if constexpr (HD == WANT_HD) {
-        using C = BwdConfig<T, ARCH, HD, BM, BN, ST, WS, WK, WQ>;
+        using C = BwdConfig<T, ARCH, HD, BM, BN, ST, WS, WK, WQ, LAG>;
         return KernelEntry{{dtype, ARCH, HD}, (const void *)bwd_main_kernel<C>,
                            launch_backward<C>};
     } else {

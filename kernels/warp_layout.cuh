@@ -2,7 +2,9 @@
  *
  * The 8 warps of a CTA split an M x N output as WM warps along M by 8/WM along N; warp w
  * owns the contiguous block rows [wm*TM, +TM), columns [wn*TN, +TN) with wm = w % WM and
- * wn = w / WM. Inside it the warp holds MT x NT mma tiles of 16 x 8, so accumulator
+ * wn = w / WM, or, when ROWS_OUTER, wm = w / WN and wn = w % WN (neighbouring warps share
+ * rows: the main kernel uses it so that the warps needing one slice of P and dS are the
+ * warps that produced it, and a barrier over that group suffices). Inside it the warp holds MT x NT mma tiles of 16 x 8, so accumulator
  * register i = (mi*NT + nj)*4 + e of a lane sits at
  *   row = wm*TM + 16*mi + lane/4 + 8*(e/2),  col = wn*TN + 8*nj + 2*(lane%4) + e%2.
  * The main kernel (writing fp32 partial sums) and the convert kernels (reading them back)
@@ -12,7 +14,7 @@
 
 namespace fb {
 
-template <int M, int N, int WM> struct WarpLayout {
+template <int M, int N, int WM, bool ROWS_OUTER = false> struct WarpLayout {
     static constexpr int WN = 8 / WM;
     static constexpr int TM = M / WM, TN = N / WN; /* per-warp extent */
     static constexpr int MT = TM / 16, NT = TN / 8; /* mma tiles per warp */
@@ -20,8 +22,16 @@ template <int M, int N, int WM> struct WarpLayout {
     static_assert(WM * WN == 8, "8 warps");
     static_assert(TM % 16 == 0 && TN % 8 == 0, "per-warp blocks of whole 16x8 mma tiles");
 
-    __device__ static __forceinline__ int row0(int warp) { return (warp % WM) * TM; }
-    __device__ static __forceinline__ int col0(int warp) { return (warp / WM) * TN; }
+    __host__ __device__ static constexpr int row_block(int warp)
+    {
+        return ROWS_OUTER ? warp / WN : warp % WM;
+    }
+    __host__ __device__ static constexpr int col_block(int warp)
+    {
+        return ROWS_OUTER ? warp % WN : warp / WM;
+    }
+    __device__ static __forceinline__ int row0(int warp) { return row_block(warp) * TM; }
+    __device__ static __forceinline__ int col0(int warp) { return col_block(warp) * TN; }
 
     /* Row and column of accumulator register i of (warp, lane). */
     __device__ static __forceinline__ void coord(int warp, int lane, int i, int &row, int &col)

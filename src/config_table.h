@@ -15,6 +15,9 @@
  *   WS     warps along M of the S and dP GEMMs (the other 8/WS go along N)
  *   WK     warps along N of the dK and dV GEMMs (the other 8/WK go along head dim)
  *   WQ     warps along M of the dQ GEMM (the other 8/WQ go along head dim)
+ *   LAG    1: the dQ GEMM of query block m runs at the start of step m + 1, from a second
+ *          dS buffer, so a step needs one CTA barrier and one warp-group barrier instead
+ *          of two CTA barriers (bwd_main.cuh); 0: dQ in its own step, one dS buffer
  * Constraints (checked by static_assert in the kernel): every per-warp extent is a multiple
  * of 16, and the shared memory below fits the architecture.
  */
@@ -29,33 +32,34 @@
 #define FB_SMEM_LIMIT_SM86 101376 /* sm_86, sm_89: 99 KB */
 #define FB_SMEM_LIMIT_SM90 232448 /* H100, H200: 227 KB */
 
-/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ    shared memory */
+/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ LAG   shared memory */
 #define FB_CONFIG_TABLE(X)                                                              \
-    X(80,  64, 128, 128, 2,  4,  4,  4) /* 162 KB: BN 128 halves dQ atomics vs 64 */    \
-    X(80,  96,  64, 128, 2,  2,  4,  4) /* 129 KB                                  */   \
-    X(80, 128,  64, 128, 2,  2,  4,  2) /* 161 KB                                  */   \
-    X(80, 192,  64,  64, 2,  2,  2,  2) /* 161 KB                                  */   \
-    X(80, 256,  64,  64, 1,  2,  2,  2) /* 145 KB: one stage to fit 163 KB         */   \
-    X(86,  64,  64, 128, 2,  2,  4,  2) /*  97 KB                                  */   \
-    X(86,  96,  64,  64, 2,  2,  4,  4) /*  89 KB                                  */   \
-    X(86, 128,  64,  64, 1,  2,  4,  2) /*  81 KB: one stage to fit 99 KB          */   \
-    X(86, 192,  32,  64, 1,  2,  4,  2) /*  80 KB                                  */   \
-    X(86, 256,  32,  32, 1,  2,  2,  2) /*  68 KB: 16x8 S/dP warp blocks           */   \
-    X(90,  64, 128, 128, 2,  4,  4,  4) /* 162 KB                                  */   \
-    X(90,  96,  64, 128, 2,  2,  4,  4) /* 129 KB                                  */   \
-    X(90, 128,  64, 128, 2,  2,  4,  2) /* 161 KB                                  */   \
-    X(90, 192,  64,  64, 2,  2,  2,  2) /* 161 KB                                  */   \
-    X(90, 256,  64,  64, 2,  2,  2,  2) /* 209 KB: two stages in 227 KB            */
+    X(80,  64, 128, 128, 2,  4,  4,  4, 0) /* 162 KB: BN 128 halves dQ atomics vs 64 */ \
+    X(80,  96,  64, 128, 2,  2,  4,  4, 0) /* 129 KB                                 */ \
+    X(80, 128,  64, 128, 2,  2,  4,  2, 0) /* 161 KB                                 */ \
+    X(80, 192,  64,  64, 2,  2,  2,  2, 0) /* 161 KB                                 */ \
+    X(80, 256,  64,  64, 1,  2,  2,  2, 0) /* 144 KB: one stage to fit 163 KB        */ \
+    X(86,  64,  64, 128, 2,  2,  4,  2, 0) /* 97 KB                                  */ \
+    X(86,  96,  64,  64, 2,  2,  4,  4, 0) /* 89 KB                                  */ \
+    X(86, 128,  64,  64, 1,  2,  4,  2, 0) /* 80 KB: one stage to fit 99 KB          */ \
+    X(86, 192,  32,  64, 1,  2,  4,  2, 0) /* 80 KB                                  */ \
+    X(86, 256,  32,  32, 1,  2,  2,  2, 0) /* 68 KB: 16x8 S/dP warp blocks           */ \
+    X(90,  64, 128, 128, 2,  4,  4,  4, 0) /* 162 KB: LAG 1 no faster here (±1%)     */ \
+    X(90,  96,  64, 128, 2,  2,  4,  4, 0) /* 129 KB: LAG 0 is 1-3% above LAG 1      */ \
+    X(90, 128,  64, 128, 2,  2,  4,  2, 0) /* 161 KB: LAG 0 is 2-5% above LAG 1      */ \
+    X(90, 192,  64,  64, 2,  2,  2,  2, 1) /* 169 KB: spills 0 B (LAG 0: 136 B)      */ \
+    X(90, 256,  64,  64, 2,  2,  2,  2, 1) /* 217 KB: spills 8 B (LAG 0: 172 B)      */
 
 /* Shared memory of the main kernel, bytes, in the order the kernel lays it out:
- * K and V (BN x HD, 16-bit), then ST stages of Q and dO (BM x HD), then P and dS (BM x BN),
- * then ST stages of the fp32 row statistics LSE*log2(e) and D (BM floats each). */
-#define FB_SMEM_KV_BYTES(bm, bn, hd, st)    (2 * (bn) * (hd) * 2)
-#define FB_SMEM_QDO_BYTES(bm, bn, hd, st)   ((st) * 2 * (bm) * (hd) * 2)
-#define FB_SMEM_PDS_BYTES(bm, bn, hd, st)   (2 * (bm) * (bn) * 2)
-#define FB_SMEM_STATS_BYTES(bm, bn, hd, st) ((st) * 2 * (bm) * 4)
-#define FB_SMEM_MAIN_BYTES(bm, bn, hd, st)                                             \
+ * K and V (BN x HD, 16-bit), then ST stages of Q and dO (BM x HD), then P and 1 + LAG dS
+ * buffers (BM x BN), then ST stages of the fp32 row statistics LSE*log2(e) and D (BM floats
+ * each). */
+#define FB_SMEM_KV_BYTES(bm, bn, hd, st)         (2 * (bn) * (hd) * 2)
+#define FB_SMEM_QDO_BYTES(bm, bn, hd, st)        ((st) * 2 * (bm) * (hd) * 2)
+#define FB_SMEM_PDS_BYTES(bm, bn, lag)           ((2 + (lag)) * (bm) * (bn) * 2)
+#define FB_SMEM_STATS_BYTES(bm, bn, hd, st)      ((st) * 2 * (bm) * 4)
+#define FB_SMEM_MAIN_BYTES(bm, bn, hd, st, lag)                                        \
     (FB_SMEM_KV_BYTES(bm, bn, hd, st) + FB_SMEM_QDO_BYTES(bm, bn, hd, st) +            \
-     FB_SMEM_PDS_BYTES(bm, bn, hd, st) + FB_SMEM_STATS_BYTES(bm, bn, hd, st))
+     FB_SMEM_PDS_BYTES(bm, bn, lag) + FB_SMEM_STATS_BYTES(bm, bn, hd, st))
 
 #endif /* FB_CONFIG_TABLE_H */

@@ -78,6 +78,7 @@ typedef struct fb_config {
     int32_t kernel_head_dim; /* HD */
     int32_t block_m, block_n, stages;
     int32_t warps_sdp, warps_dkv, warps_dq;
+    int32_t dq_lag;          /* LAG: 1 = dQ one step late, from a second dS buffer */
     int32_t smem_bytes;
 } fb_config;
 

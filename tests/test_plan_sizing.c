@@ -68,23 +68,23 @@ static int32_t expected_kernel_head_dim(int32_t head_dim)
 
 /* The config table, expanded here from the same X-macro the library compiles. */
 typedef struct trow {
-    int32_t arch, hd, bm, bn, st, ws, wk, wq;
+    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag;
 } trow;
 
 static const trow table[] = {
-#define ROW(a, hd, bm, bn, st, ws, wk, wq) {a, hd, bm, bn, st, ws, wk, wq},
+#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag) {a, hd, bm, bn, st, ws, wk, wq, lag},
     FB_CONFIG_TABLE(ROW)
 #undef ROW
 };
 
 /* Shared memory of the main kernel from its documented layout (config_table.h): K and V
- * (BN x HD, 16-bit), ST stages of Q and dO (BM x HD, 16-bit), P and dS (BM x BN, 16-bit),
- * ST stages of the two fp32 row statistics (BM floats each). */
+ * (BN x HD, 16-bit), ST stages of Q and dO (BM x HD, 16-bit), P and 1 + LAG buffers of dS
+ * (BM x BN, 16-bit), ST stages of the two fp32 row statistics (BM floats each). */
 static int64_t documented_smem(const trow *r)
 {
     const int64_t kv = 2 * (int64_t)r->bn * r->hd * 2;
     const int64_t q_do = (int64_t)r->st * 2 * r->bm * r->hd * 2;
-    const int64_t p_ds = 2 * (int64_t)r->bm * r->bn * 2;
+    const int64_t p_ds = (2 + (int64_t)r->lag) * r->bm * r->bn * 2;
     const int64_t stats = (int64_t)r->st * 2 * r->bm * 4;
     return kv + q_do + p_ds + stats;
 }
@@ -301,7 +301,7 @@ static void test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_w
         if (limit == 0) fail_msg("row %d: ARCH %d is not a known class", i, c->arch_class);
         if (c->arch_class != r->arch || c->kernel_head_dim != r->hd || c->block_m != r->bm ||
             c->block_n != r->bn || c->stages != r->st || c->warps_sdp != r->ws ||
-            c->warps_dkv != r->wk || c->warps_dq != r->wq)
+            c->warps_dkv != r->wk || c->warps_dq != r->wq || c->dq_lag != r->lag)
             fail_msg("row %d: compiled row differs from FB_CONFIG_TABLE", i);
         if (c->smem_bytes != documented_smem(r))
             fail_msg("row %d (sm_%d, hd %d): smem %d; the documented layout needs %lld", i,
