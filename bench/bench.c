@@ -52,7 +52,8 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-double fb_bench_launch_floor_us(int launches, int calls, void *stream); /* launch_floor.cu */
+double fb_bench_launch_floor_us(int launches, int calls, void *stream, int small); /* launch_floor.cu */
+double fb_bench_graph_floor_us(int launches, int calls, void *stream);
 
 /* Host cost of execute and plan creation on a tiny problem (1 x 1 x 128 x 64). */
 static void host_costs(int32_t dtype)
@@ -99,11 +100,14 @@ static void host_costs(int32_t dtype)
     CHECK(flashbwd_plan_get_info(plan, &info));
     printf("host cost: plan_create %.2f us (device cache warm), execute %.2f us per call "
            "(enqueue only, %d launches)\n", create_us, exec_us, info.num_launches);
-    const double floor_us = fb_bench_launch_floor_us(info.num_launches, m, s);
-    if (floor_us < 0) exit(1);
+    const double floor_us = fb_bench_launch_floor_us(info.num_launches, m, s, 0);
+    const double small_us = fb_bench_launch_floor_us(info.num_launches, m, s, 1);
+    const double graph_us = fb_bench_graph_floor_us(info.num_launches, m, s);
+    if (floor_us < 0 || small_us < 0 || graph_us < 0) exit(1);
     printf("host cost floor: %d empty launches with execute's parameter size %.2f us per "
-           "call (execute's own work: %.2f us)\n", info.num_launches, floor_us,
-           exec_us - floor_us);
+           "call (execute's own work: %.2f us); with 8-byte parameters %.2f us; as one "
+           "captured graph %.2f us\n",
+           info.num_launches, floor_us, exec_us - floor_us, small_us, graph_us);
     CUDA_CHECK(cudaStreamDestroy(s));
     for (int i = 0; i < 9; ++i) CUDA_CHECK(cudaFree(buf[i]));
     CUDA_CHECK(cudaFree(ws));
