@@ -19,6 +19,9 @@
 #     clock drift over the run shows up, and prints TFLOP/s per point and variant, the
 #     better of the two passes, and each variant's ratio to the current build.
 #     FLASHBWD_BENCH names another benchmark binary (the script's own test uses a fake).
+#     VARIANTS_BUDGET_S=N starts no run after N seconds and summarizes what finished (the
+#     first pass covers every variant before the second starts): use it instead of an
+#     outer `timeout`, which kills the summary with the runs.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}
@@ -68,8 +71,13 @@ run)
     names=(current)
     for d in "$repo"/variants/*/; do [ -d "$d" ] && names+=("$(basename "$d")"); done
     order=("${names[@]}")
+    budget=${VARIANTS_BUDGET_S:-0} started=$SECONDS
     for pass in 1 2; do
         for n in "${order[@]}"; do
+            if [ "$budget" -gt 0 ] && [ $((SECONDS - started)) -ge "$budget" ]; then
+                echo "variants.sh: ${budget} s budget spent; skipping pass $pass of $n" >&2
+                continue
+            fi
             if [ "$n" = current ]; then "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
             else LD_LIBRARY_PATH="$repo/variants/$n" "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
             fi
@@ -82,7 +90,11 @@ out, names = sys.argv[1], sys.argv[2:]
 best = {}
 for n in names:
     for p in (1, 2):
-        for line in open(f"{out}/{n}.{p}"):
+        try:
+            lines = open(f"{out}/{n}.{p}").readlines()
+        except FileNotFoundError:  # skipped: the time budget ran out
+            continue
+        for line in lines:
             f = line.split()
             if len(f) == 9 and f[0].isdigit():
                 key = (int(f[0]), int(f[1]), int(f[2]))
