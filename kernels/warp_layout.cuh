@@ -4,8 +4,9 @@
  * owns the contiguous block rows [wm*TM, +TM), columns [wn*TN, +TN) with wm = w % WM and
  * wn = w / WM, or, when ROWS_OUTER, wm = w / WN and wn = w % WN (neighbouring warps share
  * rows: the main kernel uses it so that the warps needing one slice of P and dS are the
- * warps that produced it, and a barrier over that group suffices). Inside it the warp holds MT x NT mma tiles of 16 x 8, so accumulator
- * register i = (mi*NT + nj)*4 + e of a lane sits at
+ * warps that produced it, and a barrier over that group suffices). Inside it the warp
+ * holds MT x NT mma tiles of 16 x 8, so accumulator register i = (mi*NT + nj)*4 + e of a
+ * lane sits at
  *   row = wm*TM + 16*mi + lane/4 + 8*(e/2),  col = wn*TN + 8*nj + 2*(lane%4) + e%2.
  * The main kernel (writing fp32 partial sums) and the convert kernels (reading them back)
  * both use this one mapping, so the fp32 accumulator layout stays private and coalesced.
