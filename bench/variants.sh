@@ -18,10 +18,11 @@
 #     (LD_LIBRARY_PATH; the bench's RUNPATH yields to it), twice in alternating order so
 #     clock drift over the run shows up, and prints TFLOP/s per point and variant, the
 #     better of the two passes, and each variant's ratio to the current build.
-#     FLASHBWD_BENCH names another benchmark binary (the script's own test uses a fake).
-#     VARIANTS_BUDGET_S=N starts no run after N seconds and summarizes what finished (the
-#     first pass covers every variant before the second starts): use it instead of an
-#     outer `timeout`, which kills the summary with the runs.
+#     FLASHBWD_BENCH names another benchmark binary.
+#     VARIANTS_BUDGET_S=N: the first pass runs every variant; the second starts no run
+#     after N seconds, and the summary uses what finished. Use it instead of an outer
+#     `timeout`, which kills the summary with the runs. VARIANTS_DIR replaces variants/
+#     (tests/variants_script.sh runs the script on a fake bench that way).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}
@@ -69,17 +70,18 @@ run)
     bench=${FLASHBWD_BENCH:-$repo/build/bench/flashbwd_bench}
     out=$(mktemp -d)
     names=(current)
-    for d in "$repo"/variants/*/; do [ -d "$d" ] && names+=("$(basename "$d")"); done
+    vdir=${VARIANTS_DIR:-$repo/variants}
+    for d in "$vdir"/*/; do [ -d "$d" ] && names+=("$(basename "$d")"); done
     order=("${names[@]}")
     budget=${VARIANTS_BUDGET_S:-0} started=$SECONDS
     for pass in 1 2; do
         for n in "${order[@]}"; do
-            if [ "$budget" -gt 0 ] && [ $((SECONDS - started)) -ge "$budget" ]; then
+            if [ "$pass" = 2 ] && [ "$budget" -gt 0 ] && [ $((SECONDS - started)) -ge "$budget" ]; then
                 echo "variants.sh: ${budget} s budget spent; skipping pass $pass of $n" >&2
                 continue
             fi
             if [ "$n" = current ]; then "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
-            else LD_LIBRARY_PATH="$repo/variants/$n" "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
+            else LD_LIBRARY_PATH="$vdir/$n" "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
             fi
         done
         order=(); for ((i = ${#names[@]} - 1; i >= 0; --i)); do order+=("${names[i]}"); done
@@ -96,7 +98,7 @@ for n in names:
             continue
         for line in lines:
             f = line.split()
-            if len(f) == 9 and f[0].isdigit():
+            if len(f) >= 9 and f[0].isdigit():  # window and varlen rows carry a tag
                 key = (int(f[0]), int(f[1]), int(f[2]))
                 best[n, key] = max(best.get((n, key), 0.0), float(f[8]))
 keys = sorted({k for (_, k) in best})

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# variants_script.sh — bench/variants.sh run, on a fake flashbwd_bench: the summary reads the
+# bench's rows (plain and tagged window rows), keeps the better of two passes per variant,
+# divides by the current build; with VARIANTS_BUDGET_S the second pass is cut and the
+# summary still comes out, from the first pass.
+#
+#   variants_script.sh REPO_ROOT
+set -euo pipefail
+root=$1
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "SKIPPED: python3 not found (variants.sh summarizes with it)"
+    exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/variants/fast" "$tmp/variants/slow"
+
+# The fake prints flashbwd_bench's header and rows; TFLOP/s depend on the variant (its
+# LD_LIBRARY_PATH) and on the pass (the current build is 100 in its first run, 102 after).
+cat > "$tmp/bench" <<'FAKE'
+#!/usr/bin/env bash
+sleep "${FAKE_SLEEP:-0}"
+case "${LD_LIBRARY_PATH:-}" in
+*/fast) t=110.0 ;;
+*/slow) t=90.0 ;;
+*) if [ -e "$FAKE_STATE/ran" ]; then t=102.0; else t=100.0; touch "$FAKE_STATE/ran"; fi ;;
+esac
+printf "%4s %6s %6s %5s %5s %4s %3s %10s %9s\n" d causal seqlen batch heads hkv det ms TFLOP/s
+printf "%4d %6d %6d %5d %5d %4d %3d %10.3f %9.1f\n" 128 0 4096 4 16 16 0 1.0 "$t"
+printf "%4d %6d %6d %5d %5d %4d %3d %10.3f %9.1f%s\n" 128 1 4096 4 16 16 0 1.0 "$t" "  window"
+FAKE
+chmod +x "$tmp/bench"
+
+run() {
+    rm -f "$tmp/ran"
+    FAKE_STATE=$tmp FLASHBWD_BENCH=$tmp/bench VARIANTS_DIR=$tmp/variants \
+        bash "$root/bench/variants.sh" run "$@" 2>"$tmp/stderr"
+}
+expect() { # expect NAME OUTPUT PATTERN
+    if ! grep -qE "$3" <<<"$2"; then
+        echo "FAIL ($1): no line matching '$3' in:" >&2
+        echo "$2" >&2
+        exit 1
+    fi
+}
+
+out=$(run)
+expect "both passes, plain row" "$out" '^ 128      0   4096 \|      102\.0      110\.0       90\.0 \| 1\.078 0\.882$'
+expect "both passes, window row" "$out" '^ 128      1   4096 \|      102\.0      110\.0       90\.0 \| 1\.078 0\.882$'
+
+out=$(FAKE_SLEEP=1 VARIANTS_BUDGET_S=1 run)
+expect "budget: first pass only" "$out" '^ 128      0   4096 \|      100\.0      110\.0       90\.0 \| 1\.100 0\.900$'
+grep -q "skipping pass 2" "$tmp/stderr" || { echo "FAIL: the budget skipped nothing" >&2; exit 1; }
+echo "PASS: variants.sh summarizes both passes, tagged rows and a budget-cut run"
