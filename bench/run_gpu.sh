@@ -1,6 +1,7 @@
 #!/bin/bash
 # run_gpu.sh — everything that needs the GPU, in one call on the device machine:
-#   bench/run_gpu.sh [steps]   steps: any of sass tests sanitize demo bench torch (default: all)
+#   bench/run_gpu.sh [steps]   steps: any of sass tests sanitize demo bench ab torch
+#                              (default: all but ab, which needs variants/ built and carried)
 # Runs from the repository root with the build/ folder carried from the build machine
 # (tests and tools find libflashbwd.so and libcmocka.so.0 through $ORIGIN rpaths). Logs go
 # to $OUT (or /tmp/flashbwd-out); a summary is printed last.
@@ -26,12 +27,21 @@ if has sass; then
   note "sass: $(grep -c "HMMA" "$OUT/sass.txt") HMMA, $(grep -c "LDL\|STL" "$OUT/sass.txt") local-memory instrs in the dumped main kernel"
 fi
 
+# The largest relative error vs fp64 per dtype over the matrix lines of a test_gpu log.
+worst() {
+  for t in bf16 fp16; do
+    grep " gpu dQ" "$1" | grep "^ *$t" | grep -oE "d[QKV] [0-9.e+-]+" |
+      awk -v t=$t '{ if ($2 + 0 > m) m = $2 + 0 } END { printf "%s <= %.2e  ", t, m }'
+  done
+  echo "over $(grep -c ' gpu dQ' "$1") cases"
+}
+
 if has tests; then
   "$B/tests/test_gpu" > "$OUT/tests.log" 2>&1; rc=$?
-  note "test_gpu rc=$rc ($(grep -c '\[       OK \]' "$OUT/tests.log") ok, $(grep -c '\[  FAILED  \]' "$OUT/tests.log") failed lines)"
+  note "test_gpu rc=$rc ($(grep -c '\[       OK \]' "$OUT/tests.log") ok, $(grep -c '\[  FAILED  \]' "$OUT/tests.log") failed lines): $(worst "$OUT/tests.log")"
   # The sm_86 rows (compiled for every GPU, also the kernels' LAG 0 path) on this GPU.
   FLASHBWD_FORCE_CONFIG_CLASS=86 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_sm86.log" 2>&1
-  note "test_gpu on the sm_86 rows rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_sm86.log") ok)"
+  note "test_gpu on the sm_86 rows rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_sm86.log") ok): $(worst "$OUT/tests_sm86.log")"
   for t in "$B"/tests/test_*; do
     case "$t" in *test_gpu|*.so*) continue;; esac
     [ -x "$t" ] || continue
@@ -59,6 +69,14 @@ if has bench; then
   "$B/bench/flashbwd_bench" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
   note "bench rc=$?"
   cat "$OUT/bench.log"
+fi
+
+if has ab; then
+  # Same-run A/B of the current build against each built variant (bench/variants.sh).
+  VARIANTS_BUDGET_S=${AB_BUDGET:-150} bench/variants.sh run ${AB_ARGS:---dims 64,128,256 --seqlens 512,4096,16384} \
+    > "$OUT/ab.log" 2>&1
+  note "variants A/B rc=$?"
+  cat "$OUT/ab.log"
 fi
 
 if has torch; then
