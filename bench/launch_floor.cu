@@ -74,7 +74,11 @@ extern "C" double fb_bench_graph_floor_us(int launches, int calls, void *stream)
     cudaError_t e = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
     if (e != cudaSuccess) goto fail;
     for (int i = 0; i < launches; ++i) empty_kernel<<<1, 32, 0, s>>>(blob);
-    e = cudaStreamEndCapture(s, &graph);
+    {
+        const cudaError_t launch = cudaGetLastError();
+        e = cudaStreamEndCapture(s, &graph); /* always: a failed capture must still end */
+        if (launch != cudaSuccess) e = launch;
+    }
     if (e != cudaSuccess) goto fail;
     if ((e = cudaGraphInstantiate(&exec, graph, 0)) != cudaSuccess) goto fail;
     for (int i = 0; i < 100; ++i)
@@ -87,8 +91,9 @@ extern "C" double fb_bench_graph_floor_us(int launches, int calls, void *stream)
         us = (now_s() - t0) / calls * 1e6;
     }
     if ((e = cudaStreamSynchronize(s)) != cudaSuccess) goto fail;
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    if ((e = cudaGraphExecDestroy(exec)) != cudaSuccess) { exec = nullptr; goto fail; }
+    exec = nullptr;
+    if ((e = cudaGraphDestroy(graph)) != cudaSuccess) { graph = nullptr; goto fail; }
     return us;
 fail:
     fprintf(stderr, "graph floor: %s\n", cudaGetErrorString(e));

@@ -39,7 +39,7 @@ worst() {
 if has tests; then
   "$B/tests/test_gpu" > "$OUT/tests.log" 2>&1; rc=$?
   note "test_gpu rc=$rc ($(grep -c '\[       OK \]' "$OUT/tests.log") ok, $(grep -c '\[  FAILED  \]' "$OUT/tests.log") failed lines): $(worst "$OUT/tests.log")"
-  # The sm_86 rows (compiled for every GPU, also the kernels' LAG 0 path) on this GPU.
+  # The sm_86 rows (compiled for every GPU) on this GPU.
   FLASHBWD_FORCE_CONFIG_CLASS=86 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_sm86.log" 2>&1
   note "test_gpu on the sm_86 rows rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_sm86.log") ok): $(worst "$OUT/tests_sm86.log")"
   for t in "$B"/tests/test_*; do
