@@ -212,8 +212,9 @@ typedef struct flashbwd_plan_info {
     int32_t stages_q;          /* Q buffers in the main kernel's pipeline                  */
     int32_t stages_do;         /* dO buffers in the main kernel's pipeline                 */
     int32_t smem_bytes;        /* dynamic shared memory of the main kernel, bytes          */
-    int32_t num_launches;      /* kernels execute enqueues (entries used below)            */
-    int32_t grid[4][3];        /* grid (x, y, z) of launch 0..num_launches-1               */
+    int32_t num_launches;      /* entries of the launch table below (3, or 4 with GQA)     */
+    int32_t grid[4][3];        /* grid (x, y, z) of entry 0..num_launches-1; an entry with
+                                  grid 0 is not launched                                   */
     int32_t block[4][3];       /* block (x, y, z) of each launch                           */
     size_t  workspace_bytes;   /* what flashbwd_plan_workspace_size() returns             */
 } flashbwd_plan_info;
@@ -224,7 +225,7 @@ typedef struct flashbwd_plan_info {
 /* Launch order, the index into flashbwd_plan_info.grid and .block. */
 #define FLASHBWD_LAUNCH_PREPROCESS   0 /* D = rowsum(dO*O), LSE*log2(e), zero accumulators 1.0 */
 #define FLASHBWD_LAUNCH_MAIN         1 /* dK, dV per key block; dQ partial sums          1.0 */
-#define FLASHBWD_LAUNCH_CONVERT_DQ   2 /* scale and convert dQ                           1.0 */
+#define FLASHBWD_LAUNCH_CONVERT_DQ   2 /* grid 0: the main kernel converts dQ itself     1.0 */
 #define FLASHBWD_LAUNCH_CONVERT_DKV  3 /* GQA only: convert the group sums of dK, dV     1.0 */
 
 /* flashbwd_plan_get_info() — report the configuration, launch shapes and workspace of a plan.

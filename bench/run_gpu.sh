@@ -42,6 +42,10 @@ if has tests; then
   # The sm_86 rows (compiled for every GPU) on this GPU.
   FLASHBWD_FORCE_CONFIG_CLASS=86 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_sm86.log" 2>&1
   note "test_gpu on the sm_86 rows rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_sm86.log") ok): $(worst "$OUT/tests_sm86.log")"
+  # The suite's sequences are short, where plans fold the dQ conversion into the main
+  # kernel: run the unfolded kernels (and the convert pass) too.
+  FLASHBWD_FORCE_DQ_FOLD=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_nofold.log" 2>&1
+  note "test_gpu with the dQ conversion unfolded rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_nofold.log") ok): $(worst "$OUT/tests_nofold.log")"
   for t in "$B"/tests/test_*; do
     case "$t" in *test_gpu|*.so*) continue;; esac
     [ -x "$t" ] || continue

@@ -8,7 +8,20 @@
  *   dV += Pᵀ·dO,  dK += dSᵀ·Q                      (registers, across all m)
  *   dQ_m = dS·K  → red.global.add into the fp32 dq_accum chunk of block m
  * After the loop dK·scale and dV are written (or, with GQA, added into fp32 group sums).
- * The softmax scale of dQ is applied by the convert kernel.
+ * dQ conversion: with FOLD (a plan-time choice from the config table's FOLD column) the
+ *   kernel converts dQ itself; else bwd_convert_dq_kernel runs after it. Mask::adders(m)
+ *   key blocks add into block m; each counts itself in on the block's counter in the
+ *   workspace (atom.release), and the one that completes the count converts the block
+ *   (dQ = scale · sum, read back from L2) at the top of a later step, so no pass rereads
+ *   the sums. Nothing of this may wait on the atomic, so thread 0 works a step apart:
+ *   (1) at step m's mid-step barrier it counts in block m - 1 (LAG: at step m + 1's top,
+ *   before the refill), whose reductions went out before step m's top barrier, so the
+ *   release fence finds them done; (2) a step later, the answer back, it writes to shared
+ *   memory whether its count completed the block; (3) after the next top barrier every
+ *   thread reads that and, if so, the CTA converts. The last blocks are settled after the
+ *   loop. The count still costs long sequences 1-4% (ptxas spills the answer at once, so
+ *   warp 0 waits for it), which is why FOLD stops at a sequence length. Deterministic mode
+ *   needs no count: the CTA with the last turn converts right after adding.
  *
  * Launch: grid (n_blocks, heads_q, batch), FB_NUM_THREADS threads, dynamic shared memory
  *   Cfg::SMEM_BYTES (raised at plan time).
@@ -28,8 +41,9 @@
  *   (docs/performance.md): LAG frees dQ's registers during dV/dK, which ends the spills
  *   of hd192/256, but costs hd128 2-5%.
  * Deterministic mode: before adding to a sum (dQ of block m; with GQA the group's dK, dV)
- *   a CTA waits for that sum's turn counter to reach its position in a fixed order (key
- *   blocks descending; heads of a group ascending), then adds and advances the counter.
+ *   a CTA waits for that sum's turn counter (for dQ, the block's count) to reach its
+ *   position in a fixed order (key blocks descending; heads of a group ascending), then
+ *   adds and advances the counter.
  *   blockIdx.x runs the key blocks backwards, so every wait points at a CTA with a smaller
  *   linear index, which starts earlier: the chain always drains. Descending also means
  *   that under a causal mask the shortest CTAs go first and a CTA's turns come after work
@@ -41,6 +55,7 @@
  */
 #pragma once
 #include "bwd_config.cuh"
+#include "bwd_prepost.cuh"
 #include "launch.h"
 #include "mask.cuh"
 #include "ptx/atomic.cuh"
@@ -73,7 +88,17 @@ __device__ __forceinline__ void pass_turn(int32_t *sem, int tid)
     if (tid == 0) ptx::red_release_gpu_add(sem, 1);
 }
 
-template <class C>
+/* convert_chunk out of line: a conversion is a rare step, and inlined into the loop its
+ * registers would spill the hot path's accumulators; called, it saves them only when it
+ * runs. */
+template <class L, int ROWS, int HD, int NT, typename T>
+__device__ __noinline__ void convert_dq_block(T *out, int64_t row_stride, const float *chunk,
+                                              int valid_rows, int head_dim, float scale, int tid)
+{
+    convert_chunk<L, ROWS, HD, NT>(out, row_stride, chunk, valid_rows, head_dim, scale, tid);
+}
+
+template <class C, bool FOLD>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bwd_params p)
 {
     if constexpr (!arch_compiled<C::ARCH>()) {
@@ -178,6 +203,34 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     zero(acc_dk);
     zero(acc_dv);
 
+    /* dQ of query block m: its fp32 sum, its count of key blocks added, its 16-bit rows. */
+    /* (Pointers are formed where used: held across the loop they would cost registers.) */
+    const int n_blocks = (si.sk + BN - 1) / BN;
+    auto dq_count = [&](int m) { return p.dq_count + (ws_q + (int64_t)m * BM) / BM; };
+    auto convert_dq = [&](int m) { /* every thread; the sum must be complete */
+        const int64_t m0 = (int64_t)m * BM;
+        T *out = static_cast<T *>(p.dq) + b * p.dq_stride[0] +
+                 (si.q_row0 + m0) * p.dq_stride[1] + h * p.dq_stride[2];
+        convert_dq_block<LQ, BM, HD, NT>(out, p.dq_stride[1], p.dq_accum + (ws_q + m0) * HD,
+                                         min(BM, si.sq - (int)m0), p.head_dim, p.scale, tid);
+    };
+    /* Non-deterministic: thread 0 counts in block m (its reductions went out a step ago);
+     * the old count comes back into `seen`, and it completed the block if it was one short
+     * of the number of adders. The address adds tid (0 here) so that it is not uniform
+     * across the warp: for a uniform one ptxas aggregates the warp's atomics and
+     * broadcasts the result with a shuffle at once, which stalls the warp on the atomic. */
+    int32_t seen = 0;
+    auto count_in = [&](int m) {
+        if (FOLD && !p.deterministic && tid == 0 && m >= m_begin)
+            seen = ptx::atom_add_release_gpu(dq_count(m) + tid, 1);
+    };
+    auto completes = [&](int m) { /* thread 0; then acquires the other adders' sums */
+        const bool last = seen == mask.adders(m, BM, BN, n_blocks) - 1;
+        if (last) ptx::fence_acq_rel_gpu();
+        return last;
+    };
+    __shared__ int dq_ready[2]; /* per step parity: a block this CTA must convert, or -1 */
+
     /* dQ_m = dS_m·K from dS buffer `buf`, added into block m's fp32 rows. */
     auto dq_step = [&](int m, int buf) {
         const int lane = lane_id();
@@ -188,17 +241,24 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         zero(acc_dq);
         warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, buf * TileP::BYTES, bk,
                                                         0);                           // dQ = dS·K
-        int32_t *sem = p.dq_sem ? p.dq_sem + (ws_q + m0) / BM : nullptr;
+        int32_t *sem = p.deterministic ? p.dq_count + (ws_q + m0) / BM : nullptr;
         if (sem)
             wait_turn(sem, mask.last_n_block(m, BM, BN, (si.sk + BN - 1) / BN) - n_block, tid);
         red_add_frags<LQ, NT>(p.dq_accum + (ws_q + m0) * HD, acc_dq, 1.0f, tid);
-        if (sem) pass_turn(sem, tid);
+        if (sem) {
+            pass_turn(sem, tid);
+            if (FOLD && n_block == mask.first_n_block(m, BM, BN)) { /* the last turn */
+                __syncthreads(); /* thread 0's release fence covers the CTA's reductions */
+                convert_dq(m);
+            }
+        }
     };
 
     for (int m = m_begin, it = 0; m < m_end; ++m, ++it) {
         const int stage = it % ST;
         if constexpr (ST == 1) { /* the one stage is refilled once every warp is done with it */
             __syncthreads();
+            if constexpr (C::DQ_LAG) count_in(m - 2);
             load_stage(m, 0);
             ptx::cp_async_commit();
             ptx::cp_async_wait<0>();
@@ -206,8 +266,13 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         } else {
             ptx::cp_async_wait<ST - 2>();
             __syncthreads(); /* block m visible; step m - 1 done by every warp */
+            if constexpr (C::DQ_LAG) count_in(m - 2); /* before the refill's loads, see above */
             if (m + ST - 1 < m_end) load_stage(m + ST - 1, (it + ST - 1) % ST);
             ptx::cp_async_commit(); /* one group per step, even when empty */
+        }
+        if (FOLD && !p.deterministic && it > 0) { /* settled at step m - 1's mid-step */
+            const int ready = dq_ready[(it - 1) & 1];
+            if (ready >= 0) convert_dq(ready);
         }
         if constexpr (C::DQ_LAG)
             if (it > 0) dq_step(m - 1, (it - 1) & 1);
@@ -237,6 +302,12 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
             ptx::bar_sync(1 + warp / C::PDS_GROUP, 32 * C::PDS_GROUP);
         else
             __syncthreads(); /* all of P and dS visible */
+        /* Settle block m - 2, counted in a step ago (LAG: at this step's top), then count
+         * in block m - 1 (LAG: next step), whose reductions went out before the top
+         * barrier: a step apart, the atomic's answer is back before it is read. */
+        if (FOLD && !p.deterministic && tid == 0)
+            dq_ready[it & 1] = m - 2 >= m_begin && completes(m - 2) ? m - 2 : -1;
+        if constexpr (!C::DQ_LAG) count_in(m - 1);
 
         {
             const auto a = operand_addr<LKV, TileP, true, true>(sP, warp, lane);
@@ -251,6 +322,16 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     if constexpr (C::DQ_LAG) {
         __syncthreads(); /* the last step's dS from every warp */
         dq_step(m_end - 1, (m_end - 1 - m_begin) & 1);
+    }
+    if (FOLD && !p.deterministic) { /* settle the last three blocks */
+        __syncthreads();
+        const int ready = dq_ready[(m_end - 1 - m_begin) & 1]; /* block m_end - 3 */
+        if (ready >= 0) convert_dq(ready);
+        if constexpr (C::DQ_LAG) count_in(m_end - 2); /* LAG 0: in the last step */
+        if (__syncthreads_or(tid == 0 && m_end - 2 >= m_begin && completes(m_end - 2)))
+            convert_dq(m_end - 2);
+        count_in(m_end - 1);
+        if (__syncthreads_or(tid == 0 && completes(m_end - 1))) convert_dq(m_end - 1);
     }
     __syncthreads(); /* done with sK, sV (the epilogue reuses them) */
 

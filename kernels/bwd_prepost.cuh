@@ -1,20 +1,26 @@
-/* bwd_prepost.cuh — the small kernels around the main one: preprocess before it, the dQ
- * conversion and the GQA dK/dV conversion after it.
+/* bwd_prepost.cuh — the small kernels around the main one, and the fp32-to-16-bit
+ * conversion the main kernel and the GQA pass share.
  *
  * bwd_preprocess_kernel — grid (m_blocks, heads_q, batch), FB_NUM_THREADS threads.
- *   Zeroes the fp32 accumulators (all CTAs together, grid-stride), then per query block
- *   writes D = rowsum(dO∘O) and LSE·log2e for BLOCK_M workspace rows. Rows past the
- *   sequence get D = 0 and LSE = +inf, so the main kernel's P is 0 there without a mask; a
- *   forward LSE of -inf (row fully masked) also becomes +inf: zero gradients, never NaN.
- *   Eight lanes share a row, each reading 16-byte chunks of dO and O.
- * bwd_convert_dq_kernel — grid (m_blocks, heads_q, batch): dQ = scale · dq_accum, read in the
- *   main kernel's fragment-interleaved order (warp_layout.cuh) with 16-byte loads.
+ *   Zeroes the fp32 accumulators and counters (all CTAs together, grid-stride), then per
+ *   query block writes D = rowsum(dO∘O) and LSE·log2e for BLOCK_M workspace rows. Rows past
+ *   the sequence get D = 0 and LSE = +inf, so the main kernel's P is 0 there without a
+ *   mask; a forward LSE of -inf (row fully masked) also becomes +inf: zero gradients, never
+ *   NaN. Eight lanes share a row, each reading 16-byte chunks of dO and O. A query block
+ *   that no key block sees (Mask::adders is 0) gets its dQ rows zeroed here, since a main
+ *   kernel that converts dQ never visits it.
+ * convert_chunk — dQ = scale · dq_accum (and the GQA group sums), read in the main kernel's
+ *   fragment-interleaved order (warp_layout.cuh) with 16-byte L2 loads. The main kernel
+ *   calls it for dQ when it folds the conversion in (config table, FOLD), else
+ * bwd_convert_dq_kernel — grid (m_blocks, heads_q, batch) does.
  * bwd_convert_dkv_kernel — grid (n_blocks, heads_kv, batch), GQA only: dK, dV from their
  *   fp32 group sums (dK already carries the scale).
  */
 #pragma once
 #include "bwd_config.cuh"
 #include "launch.h"
+#include "mask.cuh"
+#include "ptx/global.cuh"
 #include "seqinfo.cuh"
 #include "tile_io.cuh"
 
@@ -41,6 +47,12 @@ template <class C> __global__ void __launch_bounds__(C::NUM_THREADS) bwd_preproc
     const SeqInfo si = seq_info<BM, C::BLOCK_N>(p, b);
     const int m0 = m_block * BM;
     if (m0 >= si.sq) return;
+    const Mask mask{si.sk, (int64_t)si.sk - si.sq, p.window_left, p.window_right};
+    if (mask.adders(m_block, BM, C::BLOCK_N, (si.sk + C::BLOCK_N - 1) / C::BLOCK_N) == 0)
+        zero_rows<BM, C::HEAD_DIM, NT>(static_cast<T *>(p.dq) + b * p.dq_stride[0] +
+                                           (si.q_row0 + m0) * p.dq_stride[1] +
+                                           h * p.dq_stride[2],
+                                       p.dq_stride[1], min(BM, si.sq - m0), p.head_dim, tid);
     const int64_t ws = si.ws_q_row0 + (int64_t)h * p.ws_rows_q + m0;
     const T *gO = static_cast<const T *>(p.o) + b * p.o_stride[0] +
                   (si.q_row0 + m0) * p.o_stride[1] + h * p.o_stride[2];
@@ -74,25 +86,42 @@ template <class C> __global__ void __launch_bounds__(C::NUM_THREADS) bwd_preproc
     }
 }
 
+/* The largest of 4, 3, 2, 1 that divides n: how many 16-byte loads convert_chunk keeps in
+ * flight per thread. */
+__host__ __device__ constexpr int load_batch(int n)
+{
+    return n % 4 == 0 ? 4 : n % 3 == 0 ? 3 : n % 2 == 0 ? 2 : 1;
+}
+
 /* Convert one fragment-interleaved fp32 chunk (ROWS x HD, layout L) into 16-bit rows
- * [0, valid_rows), columns [0, head_dim) of `out`, times scale. */
+ * [0, valid_rows), columns [0, head_dim) of `out`, times scale. Thread t owns float4s t,
+ * t + NT, ...; a batch of them is loaded before any is stored, so the L2 latency is paid
+ * once per batch rather than once per float4 (the main kernel converts inside its loop). */
 template <class L, int ROWS, int HD, int NT, typename T>
 __device__ __forceinline__ void convert_chunk(T *out, int64_t row_stride, const float *chunk,
                                               int valid_rows, int head_dim, float scale, int tid)
 {
-    const float4 *src = reinterpret_cast<const float4 *>(chunk);
-    for (int q = tid; q < ROWS * HD / 4; q += NT) {
-        const float4 v = src[q];
-        const int t = q % NT, i = (q / NT) * 4; /* inverse of accum_index */
-        int r, c;
-        L::coord(t / 32, t % 32, i, r, c);
-        if (c >= head_dim) continue;
-        if (r < valid_rows)
-            *reinterpret_cast<uint32_t *>(out + r * row_stride + c) =
-                pack2<T>(v.x * scale, v.y * scale);
-        if (r + 8 < valid_rows)
-            *reinterpret_cast<uint32_t *>(out + (r + 8) * row_stride + c) =
-                pack2<T>(v.z * scale, v.w * scale);
+    constexpr int PASSES = ROWS * HD / 4 / NT, BATCH = load_batch(PASSES);
+    static_assert(ROWS * HD % (4 * NT) == 0, "a chunk is whole float4 passes of the CTA");
+    const int warp = tid / 32, lane = tid % 32;
+#pragma unroll
+    for (int p0 = 0; p0 < PASSES; p0 += BATCH) {
+        float4 v[BATCH];
+#pragma unroll
+        for (int i = 0; i < BATCH; ++i)
+            v[i] = ptx::ld_global_cg_v4(chunk + 4 * ((p0 + i) * NT + tid));
+#pragma unroll
+        for (int i = 0; i < BATCH; ++i) {
+            int r, c; /* inverse of accum_index */
+            L::coord(warp, lane, (p0 + i) * 4, r, c);
+            if (c >= head_dim) continue;
+            if (r < valid_rows)
+                *reinterpret_cast<uint32_t *>(out + r * row_stride + c) =
+                    pack2<T>(v[i].x * scale, v[i].y * scale);
+            if (r + 8 < valid_rows)
+                *reinterpret_cast<uint32_t *>(out + (r + 8) * row_stride + c) =
+                    pack2<T>(v[i].z * scale, v[i].w * scale);
+        }
     }
 }
 

@@ -89,12 +89,15 @@ extern "C" int fb_kernel_prepare(int kernel_index, int smem_bytes)
         /* The variant must have real code for this device: an sm_90 row is an empty stub in
          * code built for older GPUs (bwd_config.cuh, arch_compiled). */
         cudaFuncAttributes attr;
-        cudaError_t err = cudaFuncGetAttributes(&attr, e.main_fn);
+        cudaError_t err = cudaFuncGetAttributes(&attr, e.main_fn[0]);
         if (err != cudaSuccess) return (int)err;
         const int needed = e.key.arch == 90 ? 90 : 80;
         if (attr.ptxVersion < needed) return (int)cudaErrorNoKernelImageForDevice;
-        return (int)cudaFuncSetAttribute(e.main_fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         smem_bytes);
+        for (const void *fn : e.main_fn) /* the plan picks one at execute; raise both */
+            if ((err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            smem_bytes)) != cudaSuccess)
+                return (int)err;
+        return (int)cudaSuccess;
     } catch (...) {
         return (int)cudaErrorUnknown;
     }

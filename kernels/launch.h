@@ -1,7 +1,7 @@
 /* launch.h — the C interface between the host code (src/) and the CUDA kernels (kernels/).
  *
  * src/launch.c fills one fb_bwd_params from the plan and its bound tensors and calls
- * fb_launch_backward(), which enqueues the preprocess, main and convert kernels with the
+ * fb_launch_backward(), which enqueues the preprocess, main and (GQA) convert kernels with the
  * grid shapes the plan cached. Plain C, so both gcc and nvcc read it. Nothing here is public.
  */
 #ifndef FB_KERNELS_LAUNCH_H
@@ -35,7 +35,7 @@ typedef struct fb_bwd_params {
     float *dq_accum;  /* rows x kernel_head_dim, fragment-interleaved per m-block */
     float *dk_accum;  /* GQA only: rows x kernel_head_dim, per n-block */
     float *dv_accum;  /* GQA only */
-    int32_t *dq_sem;  /* deterministic: one turn counter per q-side row block */
+    int32_t *dq_count; /* per q-side row block: key blocks added (deterministic: turns) */
     int32_t *dkv_sem; /* deterministic GQA: one per k-side row block */
     float *zero_begin;      /* region the preprocess zeroes (accumulators and counters) */
     int64_t zero_floats;    /* its length, a multiple of 4 */
@@ -70,7 +70,8 @@ typedef struct fb_launch_dims {
 /* The plan's launch table. */
 typedef struct fb_launch_table {
     int32_t kernel_index;   /* index into the compiled kernel registry */
-    int32_t num_launches;   /* 3, or 4 with GQA */
+    int32_t num_launches;   /* table entries: 3, or 4 with GQA */
+    int32_t dq_in_main;     /* 1: the main kernel converts dQ; the convert-dQ grid is 0 */
     fb_launch_dims launch[4];
 } fb_launch_table;
 

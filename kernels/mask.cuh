@@ -45,6 +45,23 @@ struct Mask {
         return (int)(last < n_blocks - 1 ? last : n_blocks - 1);
     }
 
+    /* The first key block whose m_block_range contains query block m. */
+    __device__ __forceinline__ int first_n_block(int m, int bm, int bn) const
+    {
+        if (left < 0) return 0;
+        /* m_block_range's end > m  <=>  n·bn + bn - 1 - diag + left >= m·bm */
+        const int64_t x = (int64_t)m * bm - bn + 1 + diag - left;
+        return x <= 0 ? 0 : (int)((x + bn - 1) / bn);
+    }
+
+    /* How many key blocks add into query block m's dQ: 0 when no key of the sequence is
+     * visible to it (then nobody converts it and the preprocess writes its zeros). */
+    __device__ __forceinline__ int adders(int m, int bm, int bn, int n_blocks) const
+    {
+        const int n = last_n_block(m, bm, bn, n_blocks) - first_n_block(m, bm, bn) + 1;
+        return n > 0 ? n : 0;
+    }
+
     /* Query blocks [begin, end) that see at least one key of [n0, n0+bn). */
     __device__ __forceinline__ void m_block_range(int64_t n0, int bn, int bm, int sq, int &begin,
                                                   int &end) const

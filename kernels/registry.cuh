@@ -13,7 +13,7 @@ namespace fb {
 
 struct KernelEntry {
     fb_kernel_key key;
-    const void *main_fn; /* the main kernel, for cudaFuncSetAttribute */
+    const void *main_fn[2]; /* the main kernel without, with the dQ conversion (attributes) */
     cudaError_t (*launch)(const fb_bwd_params &, const fb_launch_table &, cudaStream_t);
 };
 
@@ -31,11 +31,17 @@ cudaError_t launch_backward(const fb_bwd_params &p, const fb_launch_table &t, cu
     bwd_preprocess_kernel<C><<<g, b, 0, s>>>(p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     dims(FLASHBWD_LAUNCH_MAIN, g, b);
-    bwd_main_kernel<C><<<g, b, t.launch[FLASHBWD_LAUNCH_MAIN].smem_bytes, s>>>(p);
+    const int smem = t.launch[FLASHBWD_LAUNCH_MAIN].smem_bytes;
+    if (t.dq_in_main) /* then FLASHBWD_LAUNCH_CONVERT_DQ has grid 0 */
+        bwd_main_kernel<C, true><<<g, b, smem, s>>>(p);
+    else
+        bwd_main_kernel<C, false><<<g, b, smem, s>>>(p);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
-    dims(FLASHBWD_LAUNCH_CONVERT_DQ, g, b);
-    bwd_convert_dq_kernel<C><<<g, b, 0, s>>>(p);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    if (!t.dq_in_main) {
+        dims(FLASHBWD_LAUNCH_CONVERT_DQ, g, b);
+        bwd_convert_dq_kernel<C><<<g, b, 0, s>>>(p);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    }
     if (t.num_launches > FLASHBWD_LAUNCH_CONVERT_DKV) {
         dims(FLASHBWD_LAUNCH_CONVERT_DKV, g, b);
         bwd_convert_dkv_kernel<C><<<g, b, 0, s>>>(p);
@@ -52,10 +58,12 @@ KernelEntry entry_if(int32_t dtype)
 {
     if constexpr (HD == WANT_HD) {
         using C = BwdConfig<T, ARCH, HD, BM, BN, ST, WS, WK, WQ, LAG>;
-        return KernelEntry{{dtype, ARCH, HD}, (const void *)bwd_main_kernel<C>,
+        return KernelEntry{{dtype, ARCH, HD},
+                           {(const void *)bwd_main_kernel<C, false>,
+                            (const void *)bwd_main_kernel<C, true>},
                            launch_backward<C>};
     } else {
-        return KernelEntry{{0, 0, 0}, nullptr, nullptr};
+        return KernelEntry{{0, 0, 0}, {nullptr, nullptr}, nullptr};
     }
 }
 

@@ -18,6 +18,10 @@
  *   LAG    1: the dQ GEMM of query block m runs at the start of step m + 1, from a second
  *          dS buffer, so a step needs one CTA barrier and one warp-group barrier instead
  *          of two CTA barriers (bwd_main.cuh); 0: dQ in its own step, one dS buffer
+ *   FOLD   the main kernel converts dQ itself (no convert launch) when seqlen_k <= FOLD;
+ *          -1: always. It saves a pass over the fp32 sums and a launch, and costs each step
+ *          a count-in whose wait the kernel cannot fully hide, which long sequences feel
+ *          (docs/performance.md). Measured on the H200; the sm_80/86 rows copy its values.
  * Constraints (checked by static_assert in the kernel): every per-warp extent is a multiple
  * of 16, and the shared memory below fits the architecture.
  */
@@ -32,23 +36,23 @@
 #define FB_SMEM_LIMIT_SM86 101376 /* sm_86, sm_89: 99 KB */
 #define FB_SMEM_LIMIT_SM90 232448 /* H100, H200: 227 KB */
 
-/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ LAG   shared memory */
+/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ LAG FOLD   shared memory */
 #define FB_CONFIG_TABLE(X)                                                              \
-    X(80,  64, 128, 128, 2,  4,  4,  4, 0) /* 162 KB: BN 128 halves dQ atomics vs 64 */ \
-    X(80,  96,  64, 128, 2,  2,  4,  4, 0) /* 129 KB                                 */ \
-    X(80, 128,  64, 128, 2,  2,  4,  2, 0) /* 161 KB                                 */ \
-    X(80, 192,  64,  64, 2,  2,  2,  2, 0) /* 161 KB                                 */ \
-    X(80, 256,  64,  64, 1,  2,  2,  2, 0) /* 144 KB: one stage to fit 163 KB        */ \
-    X(86,  64,  64, 128, 2,  2,  4,  2, 0) /* 97 KB                                  */ \
-    X(86,  96,  64,  64, 2,  2,  4,  4, 0) /* 89 KB                                  */ \
-    X(86, 128,  64,  64, 1,  2,  4,  2, 0) /* 80 KB: one stage to fit 99 KB          */ \
-    X(86, 192,  32,  64, 1,  2,  4,  2, 0) /* 80 KB                                  */ \
-    X(86, 256,  32,  32, 1,  2,  2,  2, 0) /* 68 KB: 16x8 S/dP warp blocks           */ \
-    X(90,  64, 128, 128, 2,  2,  4,  4, 0) /* 162 KB: WS 2 is 1-1.5% above WS 4      */ \
-    X(90,  96,  64, 128, 2,  2,  4,  4, 0) /* 129 KB: LAG 0 is 1-3% above LAG 1      */ \
-    X(90, 128,  64, 128, 2,  2,  4,  2, 0) /* 161 KB: LAG 0 is 2-5% above LAG 1      */ \
-    X(90, 192,  64,  64, 2,  2,  2,  2, 1) /* 169 KB: spills 0 B (LAG 0: 136 B)      */ \
-    X(90, 256,  64,  64, 2,  2,  2,  1, 1) /* 217 KB: WQ 1 1.4-5.5% above WQ 2       */
+    X(80,  64, 128, 128, 2,  4,  4,  4, 0,   -1) /* 162 KB: BN 128 halves dQ atomics vs 64 */ \
+    X(80,  96,  64, 128, 2,  2,  4,  4, 0, 2048) /* 129 KB                                 */ \
+    X(80, 128,  64, 128, 2,  2,  4,  2, 0, 2048) /* 161 KB                                 */ \
+    X(80, 192,  64,  64, 2,  2,  2,  2, 0, 2048) /* 161 KB                                 */ \
+    X(80, 256,  64,  64, 1,  2,  2,  2, 0, 2048) /* 144 KB: one stage to fit 163 KB        */ \
+    X(86,  64,  64, 128, 2,  2,  4,  2, 0,   -1) /* 97 KB                                  */ \
+    X(86,  96,  64,  64, 2,  2,  4,  4, 0, 2048) /* 89 KB                                  */ \
+    X(86, 128,  64,  64, 1,  2,  4,  2, 0, 2048) /* 80 KB: one stage to fit 99 KB          */ \
+    X(86, 192,  32,  64, 1,  2,  4,  2, 0, 2048) /* 80 KB                                  */ \
+    X(86, 256,  32,  32, 1,  2,  2,  2, 0, 2048) /* 68 KB: 16x8 S/dP warp blocks           */ \
+    X(90,  64, 128, 128, 2,  2,  4,  4, 0,   -1) /* 162 KB: WS 2 is 1-1.5% above WS 4      */ \
+    X(90,  96,  64, 128, 2,  2,  4,  4, 0, 2048) /* 129 KB: LAG 0 is 1-3% above LAG 1      */ \
+    X(90, 128,  64, 128, 2,  2,  4,  2, 0, 2048) /* 161 KB: LAG 0 is 2-5% above LAG 1      */ \
+    X(90, 192,  64,  64, 2,  2,  2,  2, 1, 2048) /* 169 KB: spills 0 B (LAG 0: 136 B)      */ \
+    X(90, 256,  64,  64, 2,  2,  2,  1, 1, 2048) /* 217 KB: WQ 1 1.4-5.5% above WQ 2       */
 
 /* Shared memory of the main kernel, bytes, in the order the kernel lays it out:
  * K and V (BN x HD, 16-bit), then ST stages of Q and dO (BM x HD), then P and 1 + LAG dS

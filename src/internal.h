@@ -79,6 +79,7 @@ typedef struct fb_config {
     int32_t block_m, block_n, stages;
     int32_t warps_sdp, warps_dkv, warps_dq;
     int32_t dq_lag;          /* LAG: 1 = dQ one step late, from a second dS buffer */
+    int32_t dq_fold;         /* FOLD: main kernel converts dQ if seqlen_k <= this; -1 always */
     int32_t smem_bytes;
 } fb_config;
 
@@ -107,7 +108,7 @@ typedef struct fb_tensor {
 /* Workspace regions, byte offsets from the workspace base (workspace.c). */
 typedef struct fb_workspace_layout {
     size_t lse_log2, dpsum, dq_accum, dk_accum, dv_accum; /* CUDA */
-    size_t dq_sem, dkv_sem;                                /* CUDA, deterministic */
+    size_t dq_count, dkv_sem;       /* CUDA; dkv_sem deterministic GQA only */
     size_t zero_begin, zero_bytes;                         /* CUDA: zeroed by preprocess */
     size_t cpu_floats;                                      /* CPU: scratch floats */
     size_t total_bytes;

@@ -103,7 +103,7 @@ static void fill_params(const flashbwd_plan *plan, fb_bwd_params *k)
     k->dq_accum = (float *)(ws + w->dq_accum);
     k->dk_accum = gqa ? (float *)(ws + w->dk_accum) : NULL;
     k->dv_accum = gqa ? (float *)(ws + w->dv_accum) : NULL;
-    k->dq_sem = p->deterministic ? (int32_t *)(ws + w->dq_sem) : NULL;
+    k->dq_count = (int32_t *)(ws + w->dq_count);
     k->dkv_sem = p->deterministic && gqa ? (int32_t *)(ws + w->dkv_sem) : NULL;
     k->zero_begin = (float *)(ws + w->zero_begin);
     k->zero_floats = (int64_t)(w->zero_bytes / sizeof(float));

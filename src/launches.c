@@ -2,12 +2,19 @@
  * plan time from the problem and the chosen configuration (flashbwd_plan_info reports them).
  *
  *   preprocess   (m_blocks, heads_q, batch)   one CTA per query block: D, LSE*log2(e), zeroing
- *   main         (n_blocks, heads_q, batch)   one CTA per key block: dK, dV, dQ partials
- *   convert dQ   (m_blocks, heads_q, batch)
+ *   main         (n_blocks, heads_q, batch)   one CTA per key block: dK, dV, dQ partials (with
+ *                                             the dQ conversion folded in: dQ too)
+ *   convert dQ   (m_blocks, heads_q, batch)   or, folded, grid 0 and not launched
  *   convert dKV  (n_blocks, heads_kv, batch)  GQA only
+ * The conversion is folded into the main kernel when seqlen_k is at most the row's FOLD
+ * (config_table.h). FLASHBWD_FORCE_DQ_FOLD=0|1 (testing) overrides that, so the GPU suite
+ * can run both kernels at any length.
  * With varlen, m_blocks and n_blocks cover the longest sequence; CTAs past a sequence's
  * end return at once.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "config_table.h"
 #include "internal.h"
 
@@ -30,7 +37,18 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
     set(&t->launch[FLASHBWD_LAUNCH_PREPROCESS], m_blocks, p->heads_q, p->batch, 0);
     set(&t->launch[FLASHBWD_LAUNCH_MAIN], n_blocks, p->heads_q, p->batch,
         plan->config.smem_bytes);
-    set(&t->launch[FLASHBWD_LAUNCH_CONVERT_DQ], m_blocks, p->heads_q, p->batch, 0);
+    const int32_t fold = plan->config.dq_fold;
+    t->dq_in_main = fold < 0 || p->seqlen_k <= fold;
+    const char *force = getenv("FLASHBWD_FORCE_DQ_FOLD");
+    if (force && *force) {
+        FB_FAIL_IF(plan, strcmp(force, "0") && strcmp(force, "1"), FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_FORCE_DQ_FOLD = \"%.16s\": expected 0 or 1", force);
+        t->dq_in_main = force[0] == '1';
+    }
+    if (t->dq_in_main)
+        t->launch[FLASHBWD_LAUNCH_CONVERT_DQ] = (fb_launch_dims){{0, 0, 0}, {0, 0, 0}, 0};
+    else
+        set(&t->launch[FLASHBWD_LAUNCH_CONVERT_DQ], m_blocks, p->heads_q, p->batch, 0);
     t->num_launches = 3;
     if (p->heads_kv != p->heads_q) {
         set(&t->launch[FLASHBWD_LAUNCH_CONVERT_DKV], n_blocks, p->heads_kv, p->batch, 0);

@@ -4,8 +4,10 @@
  *   lse_log2, dpsum   one float per query row of every (batch, head)
  *   dq_accum          kernel_head_dim floats per query row (summed over key blocks)
  *   dk_accum, dv_accum  GQA only: kernel_head_dim floats per key row of every kv head
- *   dq_sem, dkv_sem   deterministic only: an int32 turn counter per query row block (and,
- *                     with GQA, per key row block) that orders the fp32 reductions
+ *   dq_count          an int32 per query row block: how many key blocks have added into
+ *                     its dQ sum, so the last one converts it (deterministic mode: whose
+ *                     turn it is to add)
+ *   dkv_sem           deterministic GQA only: a turn counter per key row block
  * A "row" space per head is padded so that every kernel reads and writes whole tiles with
  * no bounds checks: padded batches use round_up(seqlen, tile) rows per (batch, head);
  * varlen uses round_up(total + batch * tile, tile) rows per head, sequence b starting at
@@ -58,10 +60,8 @@ static int32_t plan_cuda(flashbwd_plan *plan)
         ok &= fb_mul_i64(rows_k, hd, &rows_hd) && region(rows_hd, 4, &dk_b);
         dv_b = dk_b;
     }
-    if (p->deterministic) { /* rows are whole blocks: every per-head row count is */
-        ok &= region(rows_q / bm, 4, &dqs_b);
-        if (gqa) ok &= region(rows_k / bn, 4, &dkvs_b);
-    }
+    ok &= region(rows_q / bm, 4, &dqs_b); /* rows are whole blocks: every per-head count is */
+    if (p->deterministic && gqa) ok &= region(rows_k / bn, 4, &dkvs_b);
     int64_t total = 0;
     ok &= fb_add_i64(lse_b, dps_b, &total) && fb_add_i64(total, dq_b, &total) &&
           fb_add_i64(total, dk_b, &total) && fb_add_i64(total, dv_b, &total) &&
@@ -77,8 +77,8 @@ static int32_t plan_cuda(flashbwd_plan *plan)
     ws->dq_accum = ws->dpsum + (size_t)dps_b;
     ws->dk_accum = ws->dq_accum + (size_t)dq_b;
     ws->dv_accum = ws->dk_accum + (size_t)dk_b;
-    ws->dq_sem = ws->dv_accum + (size_t)dv_b;
-    ws->dkv_sem = ws->dq_sem + (size_t)dqs_b;
+    ws->dq_count = ws->dv_accum + (size_t)dv_b;
+    ws->dkv_sem = ws->dq_count + (size_t)dqs_b;
     ws->zero_begin = ws->dq_accum;
     ws->zero_bytes = (size_t)(dq_b + dk_b + dv_b + dqs_b + dkvs_b);
     ws->total_bytes = (size_t)total;

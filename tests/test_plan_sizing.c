@@ -68,11 +68,11 @@ static int32_t expected_kernel_head_dim(int32_t head_dim)
 
 /* The config table, expanded here from the same X-macro the library compiles. */
 typedef struct trow {
-    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag;
+    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag, fold;
 } trow;
 
 static const trow table[] = {
-#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag) {a, hd, bm, bn, st, ws, wk, wq, lag},
+#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag, fold) {a, hd, bm, bn, st, ws, wk, wq, lag, fold},
     FB_CONFIG_TABLE(ROW)
 #undef ROW
 };
@@ -131,12 +131,14 @@ static const shape shapes[] = {
     {"MQA 333 x 777", 1, 12, 1, 333, 777, 0, 0, 0},
     {"varlen GQA", 4, 8, 2, 512, 640, 1, 1500, 2000},
     {"varlen default totals", 3, 4, 4, 100, 60, 1, 0, 0},
+    {"long keys 300 x 4096", 1, 4, 4, 300, 4096, 0, 0, 0}, /* past FOLD: dQ's own pass */
 };
 
 /* Workspace bytes from the layout documented in src/workspace.c: fp32 regions, each
  * rounded up to 256 bytes: lse_log2 and dpsum (a float per query row), dq_accum
  * (kernel_head_dim floats per query row), and with GQA dk_accum and dv_accum
- * (kernel_head_dim floats per key row of every kv head). Rows per head are padded to whole
+ * (kernel_head_dim floats per key row of every kv head), then dq_count (an int32 per query
+ * row block; these shapes are not deterministic). Rows per head are padded to whole
  * tiles: round_up(seqlen, tile) per (batch, head), or round_up(total + batch * tile, tile)
  * per head when varlen. */
 static int64_t region(int64_t floats) { return round_up(floats * 4, 256); }
@@ -155,6 +157,7 @@ static int64_t expected_workspace(const shape *s, int32_t bm, int32_t bn, int32_
     }
     int64_t bytes = 2 * region(rows_q) + region(rows_q * khd);
     if (s->heads_kv != s->heads_q) bytes += 2 * region(rows_k * khd);
+    bytes += region(rows_q / bm);
     return bytes;
 }
 
@@ -256,7 +259,15 @@ static void check_plan(const arch_row *a, int32_t head_dim, const shape *s)
     CHECK_EQ("num_launches", info.num_launches, gqa ? 4 : 3);
     check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_PREPROCESS, m_blocks, s->heads_q, s->batch);
     check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_MAIN, n_blocks, s->heads_q, s->batch);
-    check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_CONVERT_DQ, m_blocks, s->heads_q, s->batch);
+    if (row->fold >= 0 && s->seqlen_k > row->fold) { /* its own pass converts dQ */
+        check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_CONVERT_DQ, m_blocks, s->heads_q,
+                   s->batch);
+    } else { /* the main kernel converts dQ: the entry is not launched */
+        for (int j = 0; j < 3; ++j) {
+            CHECK_EQ("convert dQ grid", info.grid[FLASHBWD_LAUNCH_CONVERT_DQ][j], 0);
+            CHECK_EQ("convert dQ block", info.block[FLASHBWD_LAUNCH_CONVERT_DQ][j], 0);
+        }
+    }
     CHECK_EQ("main block.x", info.block[FLASHBWD_LAUNCH_MAIN][0], info.num_threads);
     if (gqa) {
         check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_CONVERT_DKV, n_blocks, s->heads_kv,
@@ -301,7 +312,8 @@ static void test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_w
         if (limit == 0) fail_msg("row %d: ARCH %d is not a known class", i, c->arch_class);
         if (c->arch_class != r->arch || c->kernel_head_dim != r->hd || c->block_m != r->bm ||
             c->block_n != r->bn || c->stages != r->st || c->warps_sdp != r->ws ||
-            c->warps_dkv != r->wk || c->warps_dq != r->wq || c->dq_lag != r->lag)
+            c->warps_dkv != r->wk || c->warps_dq != r->wq || c->dq_lag != r->lag ||
+            c->dq_fold != r->fold)
             fail_msg("row %d: compiled row differs from FB_CONFIG_TABLE", i);
         if (c->smem_bytes != documented_smem(r))
             fail_msg("row %d (sm_%d, hd %d): smem %d; the documented layout needs %lld", i,
@@ -343,6 +355,45 @@ static void test_config_table_has_one_row_per_class_and_kernel_head_dim(void **s
             if (n != 1)
                 fail_msg("sm_%d, kernel head dim %d: %d rows; expected 1", classes[c],
                          kernel_head_dims[k].kernel_head_dim, n);
+        }
+}
+
+/* FLASHBWD_FORCE_DQ_FOLD (the GPU suite uses it to run both main kernels at any length):
+ * 1 folds the dQ conversion into the main kernel (convert-dQ grid 0), 0 keeps its own
+ * pass, anything else is INVALID_VALUE naming the variable. */
+static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **state)
+{
+    (void)state;
+    const struct {
+        const char *force;
+        int want; /* 1: folded, 0: own pass, -1: INVALID_VALUE */
+    } cases[] = {{"1", 1}, {"0", 0}, {"", -2}, {"2", -1}, {"yes", -1}, {"01", -1}};
+    for (size_t c = 0; c < COUNT_OF(cases); ++c)
+        for (size_t s = 0; s < COUNT_OF(shapes); ++s) {
+            assert_int_equal(setenv("FLASHBWD_FORCE_DQ_FOLD", cases[c].force, 1), 0);
+            flashbwd_problem p = planning_problem(90, 128, &shapes[s]);
+            flashbwd_plan *plan = NULL;
+            const int32_t st = flashbwd_plan_create(&p, &plan);
+            unsetenv("FLASHBWD_FORCE_DQ_FOLD");
+            if (cases[c].want == -1) {
+                if (st != FLASHBWD_ERR_INVALID_VALUE || plan != NULL)
+                    fail_msg("force \"%s\": %s; expected INVALID_VALUE", cases[c].force,
+                             flashbwd_status_name(st));
+                if (!strstr(flashbwd_last_error(), "FLASHBWD_FORCE_DQ_FOLD"))
+                    fail_msg("message \"%s\" does not name the variable", flashbwd_last_error());
+                continue;
+            }
+            if (st != FLASHBWD_OK)
+                fail_msg("force \"%s\": %s", cases[c].force, flashbwd_last_error());
+            const flashbwd_plan_info info = info_of(plan);
+            /* "" is unset: the table's rule (hd128 on sm_90 folds up to 2048 keys) */
+            const int folded = cases[c].want >= 0 ? cases[c].want : shapes[s].seqlen_k <= 2048;
+            const int32_t *g = info.grid[FLASHBWD_LAUNCH_CONVERT_DQ];
+            if (folded ? (g[0] | g[1] | g[2]) != 0 : g[0] <= 0 || g[1] <= 0 || g[2] <= 0)
+                fail_msg("force \"%s\", %s: convert-dQ grid %d x %d x %d; expected %s",
+                         cases[c].force, shapes[s].name, g[0], g[1], g[2],
+                         folded ? "0 (folded)" : "a launch");
+            flashbwd_plan_destroy(plan);
         }
 }
 
@@ -524,7 +575,18 @@ static void test_plan_create_without_arch_reports_this_machines_device(void **st
 
 int main(void)
 {
-    struct CMUnitTest tests[COUNT_OF(arches) + 8];
+    const struct CMUnitTest fixed[] = {
+        cmocka_unit_test(test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_warp),
+        cmocka_unit_test(test_config_table_has_one_row_per_class_and_kernel_head_dim),
+        cmocka_unit_test(test_forced_config_class_picks_older_rows_or_is_invalid),
+        cmocka_unit_test(test_forced_dq_fold_sets_the_convert_launch_or_is_invalid),
+        cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
+        cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
+        cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),
+        cmocka_unit_test(test_plan_cpu_workspace_follows_the_documented_formula),
+        cmocka_unit_test(test_plan_create_without_arch_reports_this_machines_device),
+    };
+    struct CMUnitTest tests[COUNT_OF(arches) + COUNT_OF(fixed)];
     char names[COUNT_OF(arches)][96];
     size_t k = 0;
     for (size_t a = 0; a < COUNT_OF(arches); ++a, ++k) {
@@ -535,16 +597,6 @@ int main(void)
                                        test_plan_every_head_dim_and_shape_follows_the_table_and_formulas,
                                        NULL, NULL, (void *)&arches[a]};
     }
-    const struct CMUnitTest fixed[] = {
-        cmocka_unit_test(test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_warp),
-        cmocka_unit_test(test_config_table_has_one_row_per_class_and_kernel_head_dim),
-        cmocka_unit_test(test_forced_config_class_picks_older_rows_or_is_invalid),
-        cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
-        cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
-        cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),
-        cmocka_unit_test(test_plan_cpu_workspace_follows_the_documented_formula),
-        cmocka_unit_test(test_plan_create_without_arch_reports_this_machines_device),
-    };
     for (size_t i = 0; i < COUNT_OF(fixed); ++i) tests[k++] = fixed[i];
     return _cmocka_run_group_tests("test_plan_sizing", tests, k, NULL, NULL);
 }

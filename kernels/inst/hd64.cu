@@ -2,8 +2,8 @@
  * head dim so the build compiles them in parallel and CMake can leave any out. */
 #include "../registry.cuh"
 
-#define FB_ROW(arch, hd, bm, bn, st, ws, wk, wq, lag)                                          \
-    fb::entry_if<64, __nv_bfloat16, arch, hd, bm, bn, st, ws, wk, wq, lag>(FLASHBWD_DTYPE_BF16), \
+#define FB_ROW(arch, hd, bm, bn, st, ws, wk, wq, lag, fold)                                        \
+    fb::entry_if<64, __nv_bfloat16, arch, hd, bm, bn, st, ws, wk, wq, lag>(FLASHBWD_DTYPE_BF16),   \
     fb::entry_if<64, __half, arch, hd, bm, bn, st, ws, wk, wq, lag>(FLASHBWD_DTYPE_FP16),
 
 int fb_entries_hd64(const fb::KernelEntry **out)

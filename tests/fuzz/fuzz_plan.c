@@ -101,7 +101,9 @@ static void check_info(fz *f, const flashbwd_plan *plan, const flashbwd_problem 
                  info.num_launches);
         for (int l = 0; l < info.num_launches; ++l)
             for (int d = 0; d < 3; ++d)
-                FZ_CHECK(info.grid[l][d] >= 1 && info.block[l][d] >= 1,
+                FZ_CHECK(l == FLASHBWD_LAUNCH_CONVERT_DQ && info.grid[l][0] == 0
+                             ? info.grid[l][d] == 0 && info.block[l][d] == 0
+                             : info.grid[l][d] >= 1 && info.block[l][d] >= 1,
                          "launch %d has grid/block %d/%d in dimension %d", l, info.grid[l][d],
                          info.block[l][d], d);
         FZ_CHECK(ws > 0, "a CUDA plan needs a workspace (dQ accumulators)");

@@ -204,7 +204,7 @@ type Info struct {
 	StagesQ        int32
 	StagesDO       int32
 	SMemBytes      int32    // dynamic shared memory of the main kernel, bytes
-	Launches       []Launch // in launch order (preprocess, main, convert dQ, [convert dK/dV])
+	Launches       []Launch // preprocess, main, convert dQ (grid 0: not launched), [convert dK/dV]
 	WorkspaceBytes uintptr
 }
 

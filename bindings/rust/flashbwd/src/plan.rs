@@ -80,7 +80,8 @@ pub struct PlanInfo {
     pub stages_do: i32,
     /// Dynamic shared memory of the main kernel, bytes.
     pub smem_bytes: i32,
-    /// The launches execute enqueues, in order (preprocess, main, convert dQ, [convert dK/dV]).
+    /// The launch table, in order: preprocess, main, convert dQ, [convert dK/dV]. An entry with
+    /// grid 0 is not launched (convert dQ: the main kernel converts dQ itself).
     pub launches: Vec<Launch>,
     /// Bytes of workspace execute needs.
     pub workspace_bytes: usize,
