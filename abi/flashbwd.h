@@ -225,7 +225,7 @@ typedef struct flashbwd_plan_info {
 /* Launch order, the index into flashbwd_plan_info.grid and .block. */
 #define FLASHBWD_LAUNCH_PREPROCESS   0 /* D = rowsum(dO*O), LSE*log2(e), zero accumulators 1.0 */
 #define FLASHBWD_LAUNCH_MAIN         1 /* dK, dV per key block; dQ partial sums          1.0 */
-#define FLASHBWD_LAUNCH_CONVERT_DQ   2 /* grid 0: the main kernel converts dQ itself     1.0 */
+#define FLASHBWD_LAUNCH_CONVERT_DQ   2 /* convert dQ; grid 0 if the main kernel does it  1.0 */
 #define FLASHBWD_LAUNCH_CONVERT_DKV  3 /* GQA only: convert the group sums of dK, dV     1.0 */
 
 /* flashbwd_plan_get_info() — report the configuration, launch shapes and workspace of a plan.

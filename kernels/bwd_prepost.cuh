@@ -11,8 +11,8 @@
  *   kernel that converts dQ never visits it.
  * convert_chunk — dQ = scale · dq_accum (and the GQA group sums), read in the main kernel's
  *   fragment-interleaved order (warp_layout.cuh) with 16-byte L2 loads. The main kernel
- *   calls it for dQ when it folds the conversion in (config table, FOLD), else
- * bwd_convert_dq_kernel — grid (m_blocks, heads_q, batch) does.
+ *   calls it when the plan folds the dQ conversion in (config table, FOLD); otherwise
+ * bwd_convert_dq_kernel — grid (m_blocks, heads_q, batch) converts dQ after the main kernel.
  * bwd_convert_dkv_kernel — grid (n_blocks, heads_kv, batch), GQA only: dK, dV from their
  *   fp32 group sums (dK already carries the scale).
  */
