@@ -358,6 +358,17 @@ static void test_config_table_has_one_row_per_class_and_kernel_head_dim(void **s
         }
 }
 
+/* A testing variable's bad value: plan_create gives INVALID_VALUE and no plan, and the
+ * message names the variable. */
+static void expect_env_rejected(int32_t st, const flashbwd_plan *plan, const char *var,
+                                const char *value)
+{
+    if (st != FLASHBWD_ERR_INVALID_VALUE || plan != NULL)
+        fail_msg("%s \"%s\": %s; expected INVALID_VALUE", var, value, flashbwd_status_name(st));
+    if (!strstr(flashbwd_last_error(), var))
+        fail_msg("message \"%s\" does not name the variable", flashbwd_last_error());
+}
+
 /* FLASHBWD_FORCE_DQ_FOLD (the GPU suite uses it to run both main kernels at any length):
  * 1 folds the dQ conversion into the main kernel (convert-dQ grid 0), 0 keeps its own
  * pass, anything else is INVALID_VALUE naming the variable. */
@@ -376,11 +387,7 @@ static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **sta
             const int32_t st = flashbwd_plan_create(&p, &plan);
             unsetenv("FLASHBWD_FORCE_DQ_FOLD");
             if (cases[c].want == -1) {
-                if (st != FLASHBWD_ERR_INVALID_VALUE || plan != NULL)
-                    fail_msg("force \"%s\": %s; expected INVALID_VALUE", cases[c].force,
-                             flashbwd_status_name(st));
-                if (!strstr(flashbwd_last_error(), "FLASHBWD_FORCE_DQ_FOLD"))
-                    fail_msg("message \"%s\" does not name the variable", flashbwd_last_error());
+                expect_env_rejected(st, plan, "FLASHBWD_FORCE_DQ_FOLD", cases[c].force);
                 continue;
             }
             if (st != FLASHBWD_OK)
@@ -420,11 +427,7 @@ static void test_forced_config_class_picks_older_rows_or_is_invalid(void **state
             const int32_t st = flashbwd_plan_create(&p, &plan);
             unsetenv("FLASHBWD_FORCE_CONFIG_CLASS");
             if (cases[c].want_cls == 0) {
-                if (st != FLASHBWD_ERR_INVALID_VALUE || plan != NULL)
-                    fail_msg("force \"%s\": %s; expected INVALID_VALUE", cases[c].force,
-                             flashbwd_status_name(st));
-                if (!strstr(flashbwd_last_error(), "FLASHBWD_FORCE_CONFIG_CLASS"))
-                    fail_msg("message \"%s\" does not name the variable", flashbwd_last_error());
+                expect_env_rejected(st, plan, "FLASHBWD_FORCE_CONFIG_CLASS", cases[c].force);
                 continue;
             }
             if (st != FLASHBWD_OK)
