@@ -3,7 +3,8 @@
  * Query i sees key j iff j < sk, and, with a window, i + diag - left <= j <= i + diag + right
  * where diag = sk - sq (bottom-right alignment; causal is right = 0). -1 means unbounded.
  * The main kernel asks tile_needs_mask once per tile (a uniform branch) and, only for the
- * tiles on an edge, row_limits per row.
+ * tiles on an edge, row_limits per row. Host and device: tests/test_mask.cu checks the block
+ * arithmetic against the definition on the CPU.
  */
 #pragma once
 #include <stdint.h>
@@ -17,14 +18,16 @@ struct Mask {
 
     /* Whether some pair of rows [m0, m0+bm) x keys [n0, n0+bn) is masked. Rows past sq need
      * no mask: their LSE is +inf, so P = 0 there. */
-    __device__ __forceinline__ bool tile_needs_mask(int64_t m0, int bm, int64_t n0, int bn) const
+    __host__ __device__ __forceinline__ bool tile_needs_mask(int64_t m0, int bm, int64_t n0,
+                                                             int bn) const
     {
         return n0 + bn > sk || (right >= 0 && n0 + bn - 1 > m0 + diag + right) ||
                (left >= 0 && n0 < m0 + bm - 1 + diag - left);
     }
 
     /* Visible keys of row i as columns [lo, hi) of the tile starting at key n0. */
-    __device__ __forceinline__ void row_limits(int64_t i, int64_t n0, int &lo, int &hi) const
+    __host__ __device__ __forceinline__ void row_limits(int64_t i, int64_t n0, int &lo,
+                                                        int &hi) const
     {
         int64_t l = -1, h = sk - n0;
         if (left >= 0) l = i + diag - left - n0;
@@ -36,7 +39,7 @@ struct Mask {
     /* The last key block whose m_block_range contains query block m, given n_blocks key
      * blocks in the sequence. The blocks containing m form an interval (both ends of
      * m_block_range rise with n), so counting down from here orders its adders. */
-    __device__ __forceinline__ int last_n_block(int m, int bm, int bn, int n_blocks) const
+    __host__ __device__ __forceinline__ int last_n_block(int m, int bm, int bn, int n_blocks) const
     {
         if (right < 0) return n_blocks - 1;
         /* m_block_range's begin <= m  <=>  n·bn - diag - right < (m + 1)·bm */
@@ -46,7 +49,7 @@ struct Mask {
     }
 
     /* The first key block whose m_block_range contains query block m. */
-    __device__ __forceinline__ int first_n_block(int m, int bm, int bn) const
+    __host__ __device__ __forceinline__ int first_n_block(int m, int bm, int bn) const
     {
         if (left < 0) return 0;
         /* m_block_range's end > m  <=>  n·bn + bn - 1 - diag + left >= m·bm */
@@ -56,15 +59,15 @@ struct Mask {
 
     /* How many key blocks add into query block m's dQ: 0 when no key of the sequence is
      * visible to it (then nobody converts it and the preprocess writes its zeros). */
-    __device__ __forceinline__ int adders(int m, int bm, int bn, int n_blocks) const
+    __host__ __device__ __forceinline__ int adders(int m, int bm, int bn, int n_blocks) const
     {
         const int n = last_n_block(m, bm, bn, n_blocks) - first_n_block(m, bm, bn) + 1;
         return n > 0 ? n : 0;
     }
 
     /* Query blocks [begin, end) that see at least one key of [n0, n0+bn). */
-    __device__ __forceinline__ void m_block_range(int64_t n0, int bn, int bm, int sq, int &begin,
-                                                  int &end) const
+    __host__ __device__ __forceinline__ void m_block_range(int64_t n0, int bn, int bm, int sq,
+                                                           int &begin, int &end) const
     {
         int64_t lo = 0, hi = ((int64_t)sq + bm - 1) / bm;
         if (right >= 0) { /* first row whose right edge reaches n0 */
