@@ -241,7 +241,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         zero(acc_dq);
         warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, buf * TileP::BYTES, bk,
                                                         0);                           // dQ = dS·K
-        int32_t *sem = p.deterministic ? p.dq_count + (ws_q + m0) / BM : nullptr;
+        int32_t *sem = p.deterministic ? dq_count(m) : nullptr;
         if (sem)
             wait_turn(sem, mask.last_n_block(m, BM, BN, (si.sk + BN - 1) / BN) - n_block, tid);
         red_add_frags<LQ, NT>(p.dq_accum + (ws_q + m0) * HD, acc_dq, 1.0f, tid);
