@@ -65,11 +65,14 @@ template <class Tile, int STEP> struct LaneAddr {
 };
 
 /* The lane index as an opaque value: code computed from it inside the main loop stays
- * inside the loop instead of being hoisted into long-lived registers. */
+ * inside the loop instead of being hoisted into long-lived registers. The range is told
+ * to the compiler so that divisions and remainders by powers of two stay single shifts
+ * and masks (for a signed value of unknown sign they take three or four instructions). */
 __device__ __forceinline__ int lane_id()
 {
     int lane;
     asm volatile("mov.u32 %0, %%laneid;\n" : "=r"(lane));
+    __builtin_assume(lane >= 0 && lane < 32);
     return lane;
 }
 

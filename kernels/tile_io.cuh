@@ -56,6 +56,17 @@ __device__ __forceinline__ void cp_async_tile(uint32_t smem, const T *gmem, int6
                                               int valid_rows, int head_dim, int tid)
 {
     const ChunkWalk<Tile, COLS, THREADS> w(smem, tid);
+    if (w.ROWWISE && valid_rows >= Tile::NUM_ROWS && head_dim == COLS) {
+        /* A whole tile (the main loop's common case; a uniform branch): one row pointer
+         * per thread, RPP rows further each pass, no bounds and no per-row multiply. */
+        const T *src = gmem + w.r0 * row_stride + w.col;
+        const int64_t pass_stride = w.RPP * row_stride;
+#pragma unroll
+        for (int i = 0; i < w.PASSES; ++i)
+            ptx::cp_async_cg_16(w.smem + 2 * i * w.RPP * Tile::PANEL, src + i * pass_stride,
+                                true);
+        return;
+    }
 #pragma unroll
     for (int i = 0; i < w.PASSES; ++i) {
         int row, col;
@@ -145,12 +156,15 @@ template <class L, int THREADS>
 __device__ __forceinline__ void red_add_frags(float *chunk, const float (&acc)[L::MT][L::NT][4],
                                               float scale, int tid)
 {
+    /* accum_index(tid, i) = accum_index(tid, 0) + accum_index(0, i) for i % 4 == 0: one
+     * pointer per thread, and each reduction's offset a constant the instruction carries. */
+    float *mine = chunk + accum_index<THREADS>(tid, 0);
 #pragma unroll
     for (int mi = 0; mi < L::MT; ++mi)
 #pragma unroll
         for (int nj = 0; nj < L::NT; ++nj) {
             const int i = (mi * L::NT + nj) * 4;
-            ptx::red_global_add_v4_f32(chunk + accum_index<THREADS>(tid, i),
+            ptx::red_global_add_v4_f32(mine + accum_index<THREADS>(0, i),
                                        acc[mi][nj][0] * scale, acc[mi][nj][1] * scale,
                                        acc[mi][nj][2] * scale, acc[mi][nj][3] * scale);
         }
