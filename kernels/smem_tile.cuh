@@ -26,7 +26,7 @@ template <int ROWS, int COLS> struct SmemTile {
     static constexpr int ELEMS = ROWS * COLS;
     static constexpr int BYTES = ELEMS * 2;
 
-    __device__ static __forceinline__ int swizzle(int row)
+    __device__ static __forceinline__ unsigned swizzle(unsigned row)
     {
         return PANEL == 64 ? (row & 7) : ((row >> 1) & 3);
     }
@@ -44,13 +44,15 @@ template <class Tile, int STEP> struct LaneAddr {
     static constexpr int G = Tile::PANEL / STEP;
     uint32_t base[G];
 
-    /* smem: the tile's shared-state byte address; (r, c): this lane's element at steps 0. */
-    __device__ __forceinline__ LaneAddr(uint32_t smem, int r, int c)
+    /* smem: the tile's shared-state byte address; (r, c): this lane's element at steps 0.
+     * Unsigned arithmetic: r and c are never negative, and divisions by the powers of two
+     * here are then single shifts and masks. */
+    __device__ __forceinline__ LaneAddr(uint32_t smem, unsigned r, unsigned c)
     {
-        const int within = c % STEP, g0 = c / STEP, swz = Tile::swizzle(r);
+        const unsigned within = c % STEP, g0 = c / STEP, swz = Tile::swizzle(r);
 #pragma unroll
-        for (int j = 0; j < G; ++j) {
-            const int g = g0 + j, panel = g / G, col = (g % G) * STEP + within;
+        for (unsigned j = 0; j < G; ++j) {
+            const unsigned g = g0 + j, panel = g / G, col = (g % G) * STEP + within;
             base[j] = smem + 2 * (panel * (Tile::NUM_ROWS * Tile::PANEL) + r * Tile::PANEL +
                                   (((col >> 3) ^ swz) << 3) + (col & 7));
         }
