@@ -170,8 +170,13 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
                    si.q_row0 * p.do_stride[1] + h * p.do_stride[2];
     const int64_t ws_q = si.ws_q_row0 + (int64_t)h * p.ws_rows_q; /* this head's row 0 */
 
-    /* Query block m into ring stage s: Q, dO (zero past sq), LSE·log2e and D. */
+    /* Query block m into ring stage s: Q, dO (zero past sq), LSE·log2e and D. The thread's
+     * chunk coordinates come from an opaque thread index on the LAG 0 rows (recomputed
+     * each step: held, ptxas spilled them and reloaded them after the top barrier) and from
+     * threadIdx.x on the LAG 1 rows (there the opaque index made ptxas spill instead):
+     * each the choice that measured faster (docs/performance.md). */
     auto load_stage = [&](int m, int s) {
+        const int tid = C::DQ_LAG ? (int)threadIdx.x : thread_id<NT>();
         const int m0 = m * BM, rows = min(BM, si.sq - m0);
         cp_async_tile<TileQ, HD, NT>(sQ + s * TileQ::BYTES, gQ + m0 * p.q_stride[1],
                                      p.q_stride[1], rows, p.head_dim, tid);
@@ -267,8 +272,6 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
             ptx::cp_async_wait<ST - 2>();
             __syncthreads(); /* block m visible; step m - 1 done by every warp */
             if constexpr (C::DQ_LAG) count_in(m - 2); /* before the refill's loads, see above */
-            if (m + ST - 1 < m_end) load_stage(m + ST - 1, (it + ST - 1) % ST);
-            ptx::cp_async_commit(); /* one group per step, even when empty */
         }
         if (FOLD && !p.deterministic && it > 0) { /* settled at step m - 1's mid-step */
             const int ready = dq_ready[(it - 1) & 1];
@@ -308,6 +311,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         if (FOLD && !p.deterministic && tid == 0)
             dq_ready[it & 1] = m - 2 >= m_begin && completes(m - 2) ? m - 2 : -1;
         if constexpr (!C::DQ_LAG) count_in(m - 1);
+        if constexpr (ST > 1) { /* refill the stage step m - 1 used (every warp is past it) */
+            if (m + ST - 1 < m_end) load_stage(m + ST - 1, (it + ST - 1) % ST);
+            ptx::cp_async_commit(); /* one group per step, even when empty */
+        }
 
         {
             const auto a = operand_addr<LKV, TileP, true, true>(sP, warp, lane);

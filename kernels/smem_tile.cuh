@@ -78,4 +78,15 @@ __device__ __forceinline__ int lane_id()
     return lane;
 }
 
+/* threadIdx.x as an opaque value, for lane_id's reason: the main loop's refill recomputes
+ * its chunk coordinates from it each step (a shift and a mask) instead of holding them in
+ * registers across the loop, where ptxas spilled them and reloaded them after the barrier. */
+template <int THREADS> __device__ __forceinline__ int thread_id()
+{
+    int tid;
+    asm volatile("mov.u32 %0, %%tid.x;\n" : "=r"(tid));
+    __builtin_assume(tid >= 0 && tid < THREADS);
+    return tid;
+}
+
 } // namespace fb
