@@ -26,14 +26,16 @@
  * Launch: grid (n_blocks, heads_q, batch), FB_NUM_THREADS threads, dynamic shared memory
  *   Cfg::SMEM_BYTES (raised at plan time).
  * Pipeline: Q, dO, LSE·log2e and D of a query block travel as one cp.async group into a
- *   ring of STAGES buffers; exactly one group is committed per step, after the step's
- *   top barrier, so at the top wait_group<STAGES-2> means "block m has landed" (with one
- *   stage the refill of the current block happens between two barriers).
+ *   ring of STAGES buffers; exactly one group is committed per step, after the P/dS
+ *   barrier in the middle of the step (any point past the top barrier would do; there
+ *   only dK/dV are live, and the loads have half a step), so at the top
+ *   wait_group<STAGES-2> means "block m has landed" (with one stage the refill of the
+ *   current block happens between two barriers at the top).
  * Shared memory: sK | sV | sQ[STAGES] | sdO[STAGES] | sP | sdS[1 + LAG] | sLSE[STAGES] |
  *   sD[STAGES].
  * Barriers per step: one CTA barrier at the top (block m landed; every warp is done with
- *   step m - 1, so its ring stage, P and dS may be overwritten), then the refill of the
- *   ring. dQ = dS·K needs every warp's dS. With Cfg::DQ_LAG (a config-table column) it
+ *   step m - 1, so its ring stage, P and dS may be overwritten). dQ = dS·K needs every
+ *   warp's dS. With Cfg::DQ_LAG (a config-table column) it
  *   runs at the top of step m + 1, after that step's CTA barrier, from a second dS
  *   buffer, so between writing P/dS and the dV/dK GEMMs only the warps of one column
  *   slice need to meet (Cfg::PDS_GROUP, a named barrier). Without it a second CTA barrier
