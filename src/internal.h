@@ -80,6 +80,7 @@ typedef struct fb_config {
     int32_t warps_sdp, warps_dkv, warps_dq;
     int32_t dq_lag;          /* LAG: 1 = dQ one step late, from a second dS buffer */
     int32_t dq_fold;         /* FOLD: main kernel converts dQ if seqlen_k <= this; -1 always */
+    int32_t dq_fold_masked;  /* FOLDM: the same for plans with a causal mask or a window */
     int32_t smem_bytes;
 } fb_config;
 

@@ -6,8 +6,8 @@
  *                                             the dQ conversion folded in: dQ too)
  *   convert dQ   (m_blocks, heads_q, batch)   or, folded, grid 0 and not launched
  *   convert dKV  (n_blocks, heads_kv, batch)  GQA only
- * The conversion is folded into the main kernel when seqlen_k is at most the row's FOLD
- * (config_table.h). FLASHBWD_FORCE_DQ_FOLD=0|1 (testing) overrides that, so the GPU suite
+ * The conversion is folded into the main kernel when seqlen_k is at most the row's FOLD, or
+ * for a plan with a mask (causal or a window) its FOLDM (config_table.h). FLASHBWD_FORCE_DQ_FOLD=0|1 (testing) overrides that, so the GPU suite
  * can run both kernels at any length.
  * With varlen, m_blocks and n_blocks cover the longest sequence; CTAs past a sequence's
  * end return at once.
@@ -37,7 +37,8 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
     set(&t->launch[FLASHBWD_LAUNCH_PREPROCESS], m_blocks, p->heads_q, p->batch, 0);
     set(&t->launch[FLASHBWD_LAUNCH_MAIN], n_blocks, p->heads_q, p->batch,
         plan->config.smem_bytes);
-    const int32_t fold = plan->config.dq_fold;
+    const int masked = p->window_left >= 0 || p->window_right >= 0; /* causal: right = 0 */
+    const int32_t fold = masked ? plan->config.dq_fold_masked : plan->config.dq_fold;
     t->dq_in_main = fold < 0 || p->seqlen_k <= fold;
     const char *force = getenv("FLASHBWD_FORCE_DQ_FOLD");
     if (force && *force) {

@@ -68,11 +68,12 @@ static int32_t expected_kernel_head_dim(int32_t head_dim)
 
 /* The config table, expanded here from the same X-macro the library compiles. */
 typedef struct trow {
-    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag, fold;
+    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm;
 } trow;
 
 static const trow table[] = {
-#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag, fold) {a, hd, bm, bn, st, ws, wk, wq, lag, fold},
+#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm)                                       \
+    {a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm},
     FB_CONFIG_TABLE(ROW)
 #undef ROW
 };
@@ -313,7 +314,7 @@ static void test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_w
         if (c->arch_class != r->arch || c->kernel_head_dim != r->hd || c->block_m != r->bm ||
             c->block_n != r->bn || c->stages != r->st || c->warps_sdp != r->ws ||
             c->warps_dkv != r->wk || c->warps_dq != r->wq || c->dq_lag != r->lag ||
-            c->dq_fold != r->fold)
+            c->dq_fold != r->fold || c->dq_fold_masked != r->foldm)
             fail_msg("row %d: compiled row differs from FB_CONFIG_TABLE", i);
         if (c->smem_bytes != documented_smem(r))
             fail_msg("row %d (sm_%d, hd %d): smem %d; the documented layout needs %lld", i,
@@ -371,37 +372,46 @@ static void expect_env_rejected(int32_t st, const flashbwd_plan *plan, const cha
 
 /* FLASHBWD_FORCE_DQ_FOLD (the GPU suite uses it to run both main kernels at any length):
  * 1 folds the dQ conversion into the main kernel (convert-dQ grid 0), 0 keeps its own
- * pass, anything else is INVALID_VALUE naming the variable. */
+ * pass, anything else is INVALID_VALUE naming the variable. Unset, the table decides: on
+ * sm_90 hd128 folds at every length without a mask (FOLD -1) and up to 2048 keys with a
+ * causal mask or a window (FOLDM 2048). */
 static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **state)
 {
     (void)state;
     const struct {
         const char *force;
-        int want; /* 1: folded, 0: own pass, -1: INVALID_VALUE */
+        int want; /* 1: folded, 0: own pass, -1: INVALID_VALUE, -2: the table's rule */
     } cases[] = {{"1", 1}, {"0", 0}, {"", -2}, {"2", -1}, {"yes", -1}, {"01", -1}};
+    enum { NO_MASK, CAUSAL, WINDOW, MASK_KINDS };
+    static const char *const mask_names[] = {"no mask", "causal", "window 64 left"};
     for (size_t c = 0; c < COUNT_OF(cases); ++c)
-        for (size_t s = 0; s < COUNT_OF(shapes); ++s) {
-            assert_int_equal(setenv("FLASHBWD_FORCE_DQ_FOLD", cases[c].force, 1), 0);
-            flashbwd_problem p = planning_problem(90, 128, &shapes[s]);
-            flashbwd_plan *plan = NULL;
-            const int32_t st = flashbwd_plan_create(&p, &plan);
-            unsetenv("FLASHBWD_FORCE_DQ_FOLD");
-            if (cases[c].want == -1) {
-                expect_env_rejected(st, plan, "FLASHBWD_FORCE_DQ_FOLD", cases[c].force);
-                continue;
+        for (size_t s = 0; s < COUNT_OF(shapes); ++s)
+            for (int mask = NO_MASK; mask < MASK_KINDS; ++mask) {
+                assert_int_equal(setenv("FLASHBWD_FORCE_DQ_FOLD", cases[c].force, 1), 0);
+                flashbwd_problem p = planning_problem(90, 128, &shapes[s]);
+                p.causal = mask == CAUSAL;
+                if (mask == WINDOW) p.use_window = 1, p.window_left = 64, p.window_right = -1;
+                flashbwd_plan *plan = NULL;
+                const int32_t st = flashbwd_plan_create(&p, &plan);
+                unsetenv("FLASHBWD_FORCE_DQ_FOLD");
+                if (cases[c].want == -1) {
+                    expect_env_rejected(st, plan, "FLASHBWD_FORCE_DQ_FOLD", cases[c].force);
+                    continue;
+                }
+                if (st != FLASHBWD_OK)
+                    fail_msg("force \"%s\", %s: %s", cases[c].force, mask_names[mask],
+                             flashbwd_last_error());
+                const flashbwd_plan_info info = info_of(plan);
+                const int folded = cases[c].want >= 0 ? cases[c].want
+                                   : mask == NO_MASK  ? 1
+                                                      : shapes[s].seqlen_k <= 2048;
+                const int32_t *g = info.grid[FLASHBWD_LAUNCH_CONVERT_DQ];
+                if (folded ? (g[0] | g[1] | g[2]) != 0 : g[0] <= 0 || g[1] <= 0 || g[2] <= 0)
+                    fail_msg("force \"%s\", %s, %s: convert-dQ grid %d x %d x %d; expected %s",
+                             cases[c].force, shapes[s].name, mask_names[mask], g[0], g[1],
+                             g[2], folded ? "0 (folded)" : "a launch");
+                flashbwd_plan_destroy(plan);
             }
-            if (st != FLASHBWD_OK)
-                fail_msg("force \"%s\": %s", cases[c].force, flashbwd_last_error());
-            const flashbwd_plan_info info = info_of(plan);
-            /* "" is unset: the table's rule (hd128 on sm_90 folds up to 2048 keys) */
-            const int folded = cases[c].want >= 0 ? cases[c].want : shapes[s].seqlen_k <= 2048;
-            const int32_t *g = info.grid[FLASHBWD_LAUNCH_CONVERT_DQ];
-            if (folded ? (g[0] | g[1] | g[2]) != 0 : g[0] <= 0 || g[1] <= 0 || g[2] <= 0)
-                fail_msg("force \"%s\", %s: convert-dQ grid %d x %d x %d; expected %s",
-                         cases[c].force, shapes[s].name, g[0], g[1], g[2],
-                         folded ? "0 (folded)" : "a launch");
-            flashbwd_plan_destroy(plan);
-        }
 }
 
 /* FLASHBWD_FORCE_CONFIG_CLASS (the GPU suite uses it to run the sm_86 kernels on an
