@@ -8,7 +8,7 @@
  *   dV += Pᵀ·dO,  dK += dSᵀ·Q                      (registers, across all m)
  *   dQ_m = dS·K  → red.global.add into the fp32 dq_accum chunk of block m
  * After the loop dK·scale and dV are written (or, with GQA, added into fp32 group sums).
- * dQ conversion: with FOLD (a plan-time choice from the config table's FOLD column) the
+ * dQ conversion: with FOLD (a plan-time choice from the config table's FOLD and FOLDM) the
  *   kernel converts dQ itself; else bwd_convert_dq_kernel runs after it. Mask::adders(m)
  *   key blocks add into block m; each counts itself in on the block's counter in the
  *   workspace (atom.release), and the one that completes the count converts the block
@@ -19,8 +19,9 @@
  *   release fence finds them done; (2) a step later, the answer back, it writes to shared
  *   memory whether its count completed the block; (3) after the next top barrier every
  *   thread reads that and, if so, the CTA converts. The last blocks are settled after the
- *   loop. The count still costs long sequences 1-4% (ptxas spills the answer at once, so
- *   warp 0 waits for it), which is why FOLD stops at a sequence length. Deterministic mode
+ *   loop. The count can still cost long sequences a few % (ptxas spills the answer at
+ *   once, so warp 0 waits for it): where it measured so, the config table's FOLD (plans
+ *   without a mask) or FOLDM (with one) stops at a sequence length. Deterministic mode
  *   needs no count: the CTA with the last turn converts right after adding.
  *
  * Launch: grid (n_blocks, heads_q, batch), FB_NUM_THREADS threads, dynamic shared memory
