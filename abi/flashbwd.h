@@ -176,8 +176,11 @@ typedef struct flashbwd_plan flashbwd_plan;
 /* flashbwd_plan_create() — validate a problem and build a plan for it. [constructor]
  * Does the expensive work once: validates every field, queries the device's properties
  * (cached per device for the whole process), picks the kernel configuration for its
- * architecture and shared memory, raises the kernels' shared-memory limit, and caches the
- * grid and block shape of every launch and the workspace layout. Allocates no device memory.
+ * architecture and shared memory, raises the kernels' shared-memory limit, caches the
+ * grid and block shape of every launch and the workspace layout, and (CUDA backend) builds
+ * the plan's launch graph: its kernels as one instantiated CUDA graph, which execute
+ * replays (environment FLASHBWD_LAUNCH_GRAPH=0 turns it off). Allocates no
+ * device memory of the caller's.
  * @problem read during the call only.
  * @out     receives the plan, or NULL on failure. The caller owns the plan and releases it
  *          with flashbwd_plan_destroy().
@@ -192,7 +195,8 @@ FLASHBWD_API int32_t flashbwd_plan_create(const flashbwd_problem *problem, flash
 /* flashbwd_plan_destroy() — release a plan. [destructor]
  * Host-only: makes no CUDA call and does not wait for work in flight, so it may run on any
  * thread, in a finalizer, or after the CUDA context is gone. Work already enqueued by
- * flashbwd_execute() keeps running; it does not read the plan.
+ * flashbwd_execute() keeps running; it does not read the plan. The plan's launch graph is
+ * handed to the library, which destroys it in the next plan creation on the same device.
  * @plan the plan, or NULL (a harmless no-op).
  * Threads: any thread, but not concurrently with another call on the same plan.  Since: 1.0 */
 FLASHBWD_API void flashbwd_plan_destroy(flashbwd_plan *plan);
@@ -312,6 +316,11 @@ FLASHBWD_API int32_t flashbwd_plan_set_workspace(flashbwd_plan *plan, void *ptr,
  * CUDA backend: enqueues the plan's kernels on `stream` and returns; it allocates nothing
  * and never synchronizes the host, so it may be captured into a CUDA graph. The current
  * device must be the plan's. Errors inside the kernels surface later on the stream.
+ * The kernels go out as one launch of the plan's graph (its parameters updated first when
+ * a tensor or the workspace was rebound since the last call); on a stream being captured
+ * they are launched one by one into the caller's graph instead. Like any CUDA graph
+ * launch, the work of one plan's calls runs in call order even on different streams:
+ * for concurrent backward passes, use a plan per stream.
  * CPU backend: computes on the calling thread and returns when done; `stream` is ignored.
  * Device-side lengths (cu_seqlens, seqused) are the caller's contract: cu_seqlens must rise
  * from >= 0 to <= total, seqused must not exceed its sequence, and no length may exceed

@@ -1,8 +1,11 @@
 /* launch.cu — the only extern "C" surface of the kernels: find a compiled variant, prepare
- * it on a device, and enqueue a backward pass. Every entry returns a cudaError_t value and
- * lets no C++ exception escape.
+ * it on a device, and enqueue a backward pass, directly or as one CUDA graph the plan keeps.
+ * Every entry returns a cudaError_t value and lets no C++ exception escape.
  */
 #include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <mutex>
 
 #include "launch.h"
 #include "registry.cuh"
@@ -114,5 +117,161 @@ extern "C" int fb_launch_backward(const fb_bwd_params *params, const fb_launch_t
                                                            static_cast<cudaStream_t>(stream));
     } catch (...) {
         return (int)cudaErrorUnknown;
+    }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The launches as one CUDA graph. A chain of kernel nodes in table order; the parameter
+ * block is set on every node whenever it changes (new tensors or workspace), so a caller
+ * who keeps the same bindings pays one cudaGraphLaunch per execute.
+ * ---------------------------------------------------------------------------------------- */
+
+struct fb_launch_graph {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaGraphNode_t nodes[FLASHBWD_LAUNCH_CONVERT_DKV + 1] = {};
+    cudaKernelNodeParams node_params[FLASHBWD_LAUNCH_CONVERT_DKV + 1] = {};
+    int node_count = 0;
+    bool params_set = false;  /* params below are what the nodes hold */
+    fb_bwd_params params = {};
+    int device = -1;
+    fb_launch_graph *next_released = nullptr;
+};
+
+namespace {
+
+std::mutex released_lock;
+fb_launch_graph *released = nullptr; /* queued by fb_graph_release, any device */
+
+void destroy_graph(fb_launch_graph *g)
+{
+    /* Destruction errors have no caller to go to; the handles are gone either way. */
+    if (g->exec) (void)cudaGraphExecDestroy(g->exec);
+    if (g->graph) (void)cudaGraphDestroy(g->graph);
+    delete g;
+}
+
+} // namespace
+
+extern "C" void fb_graph_reap(int device)
+{
+    fb_launch_graph *mine = nullptr;
+    try {
+        std::lock_guard<std::mutex> hold(released_lock);
+        fb_launch_graph **link = &released;
+        while (*link) {
+            fb_launch_graph *g = *link;
+            if (g->device == device) {
+                *link = g->next_released;
+                g->next_released = mine;
+                mine = g;
+            } else {
+                link = &g->next_released;
+            }
+        }
+    } catch (...) {
+        return; /* the lock failed: try again at the next creation */
+    }
+    while (mine) {
+        fb_launch_graph *next = mine->next_released;
+        destroy_graph(mine);
+        mine = next;
+    }
+}
+
+extern "C" int fb_graph_create(const fb_launch_table *table, int device, fb_launch_graph **out,
+                               const char **failed_call)
+{
+    *out = nullptr;
+    *failed_call = "";
+    try {
+        fb_graph_reap(device);
+        const Registry &r = registry();
+        if (table->kernel_index < 0 || table->kernel_index >= r.count)
+            return (int)cudaErrorInvalidValue;
+        const fb::KernelEntry &e = *r.entries[table->kernel_index];
+        auto *g = new fb_launch_graph;
+        g->device = device;
+        cudaError_t err = cudaGraphCreate(&g->graph, 0);
+        if (err != cudaSuccess) {
+            *failed_call = "cudaGraphCreate";
+            g->graph = nullptr;
+            destroy_graph(g);
+            return (int)err;
+        }
+        /* Until the first launch sets them, the nodes hold a zero parameter block. */
+        void *args[] = {&g->params};
+        for (int slot = 0; slot < table->num_launches; ++slot) {
+            const fb_launch_dims &l = table->launch[slot];
+            if (l.grid[0] == 0) continue; /* convert dQ when folded */
+            cudaKernelNodeParams &k = g->node_params[g->node_count];
+            k.func = const_cast<void *>(slot == FLASHBWD_LAUNCH_MAIN
+                                            ? e.main_fn[table->dq_in_main ? 1 : 0]
+                                            : e.slot_fn[slot]);
+            k.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
+            k.blockDim = dim3(l.block[0], l.block[1], l.block[2]);
+            k.sharedMemBytes = (unsigned)l.smem_bytes;
+            k.kernelParams = args;
+            k.extra = nullptr;
+            const cudaGraphNode_t *prev = g->node_count ? &g->nodes[g->node_count - 1] : nullptr;
+            err = cudaGraphAddKernelNode(&g->nodes[g->node_count], g->graph, prev,
+                                         prev ? 1 : 0, &k);
+            if (err != cudaSuccess) {
+                *failed_call = "cudaGraphAddKernelNode";
+                destroy_graph(g);
+                return (int)err;
+            }
+            ++g->node_count;
+        }
+        err = cudaGraphInstantiate(&g->exec, g->graph, 0);
+        if (err != cudaSuccess) {
+            *failed_call = "cudaGraphInstantiate";
+            g->exec = nullptr;
+            destroy_graph(g);
+            return (int)err;
+        }
+        *out = g;
+        return (int)cudaSuccess;
+    } catch (...) {
+        *failed_call = "building the launch graph (out of host memory)";
+        return (int)cudaErrorMemoryAllocation;
+    }
+}
+
+extern "C" int fb_graph_launch(fb_launch_graph *g, const fb_bwd_params *params, void *stream,
+                               const char **failed_call)
+{
+    *failed_call = "";
+    if (!g->params_set || memcmp(&g->params, params, sizeof *params) != 0) {
+        g->params_set = false; /* until every node holds the new block */
+        fb_bwd_params copy = *params;
+        void *args[] = {&copy};
+        for (int i = 0; i < g->node_count; ++i) {
+            g->node_params[i].kernelParams = args;
+            const cudaError_t err =
+                cudaGraphExecKernelNodeSetParams(g->exec, g->nodes[i], &g->node_params[i]);
+            g->node_params[i].kernelParams = nullptr;
+            if (err != cudaSuccess) {
+                *failed_call = "cudaGraphExecKernelNodeSetParams";
+                return (int)err;
+            }
+        }
+        memcpy(&g->params, params, sizeof *params); /* padding too: memcmp reads it */
+        g->params_set = true;
+    }
+    const cudaError_t err = cudaGraphLaunch(g->exec, static_cast<cudaStream_t>(stream));
+    if (err != cudaSuccess) *failed_call = "cudaGraphLaunch";
+    return (int)err;
+}
+
+extern "C" void fb_graph_release(fb_launch_graph *g)
+{
+    if (!g) return;
+    try {
+        std::lock_guard<std::mutex> hold(released_lock);
+        g->next_released = released;
+        released = g;
+    } catch (...) {
+        /* the lock failed: leave the graph to the process's end rather than touch CUDA */
     }
 }

@@ -93,6 +93,32 @@ int fb_kernel_prepare(int kernel_index, int smem_bytes);
  * allocates, never synchronizes. */
 int fb_launch_backward(const fb_bwd_params *params, const fb_launch_table *table, void *stream);
 
+/* The same launches as one instantiated CUDA graph, so that execute costs one
+ * cudaGraphLaunch instead of one launch per kernel (docs/performance.md, host costs). */
+typedef struct fb_launch_graph fb_launch_graph;
+
+/* Build the graph of a table's launches on the current device (which must be `device`).
+ * First destroys the graphs fb_graph_release queued for this device. On failure nothing
+ * is left behind, *out is NULL and *failed_call names the CUDA call that failed.
+ * Returns a cudaError_t value. */
+int fb_graph_create(const fb_launch_table *table, int device, fb_launch_graph **out,
+                    const char **failed_call);
+
+/* Enqueue the graph on `stream` with these parameters: when they differ from the last
+ * call's, every kernel node's are set first. Returns a cudaError_t value; *failed_call
+ * names the call that failed. The stream must not be capturing (the caller checks). */
+int fb_graph_launch(fb_launch_graph *graph, const fb_bwd_params *params, void *stream,
+                    const char **failed_call);
+
+/* Destroy the graphs fb_graph_release queued for `device` (makes CUDA calls; the plan
+ * creation path runs it through fb_graph_create, the fault tests directly). */
+void fb_graph_reap(int device);
+
+/* Hand a graph back. Host-only, no CUDA call, any thread (plan destroy runs in Go and
+ * Julia finalizers): the graph is queued and destroyed by the next fb_graph_create on its
+ * device. NULL is ignored. */
+void fb_graph_release(fb_launch_graph *graph);
+
 #ifdef __cplusplus
 }
 #endif

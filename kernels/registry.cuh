@@ -15,6 +15,8 @@ struct KernelEntry {
     fb_kernel_key key;
     const void *main_fn[2]; /* the main kernel without, with the dQ conversion (attributes) */
     cudaError_t (*launch)(const fb_bwd_params &, const fb_launch_table &, cudaStream_t);
+    /* The kernel of each launch-table slot (the main slot's with FOLD off), for graphs. */
+    const void *slot_fn[FLASHBWD_LAUNCH_CONVERT_DKV + 1];
 };
 
 /* Enqueue the launches of the plan's table, in order, checking each. */
@@ -61,9 +63,13 @@ KernelEntry entry_if(int32_t dtype)
         return KernelEntry{{dtype, ARCH, HD},
                            {(const void *)bwd_main_kernel<C, false>,
                             (const void *)bwd_main_kernel<C, true>},
-                           launch_backward<C>};
+                           launch_backward<C>,
+                           {(const void *)bwd_preprocess_kernel<C>,
+                            (const void *)bwd_main_kernel<C, false>,
+                            (const void *)bwd_convert_dq_kernel<C>,
+                            (const void *)bwd_convert_dkv_kernel<C>}};
     } else {
-        return KernelEntry{{0, 0, 0}, {nullptr, nullptr}, nullptr};
+        return KernelEntry{{0, 0, 0}, {nullptr, nullptr}, nullptr, {}};
     }
 }
 

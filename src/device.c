@@ -2,11 +2,12 @@
  *
  * Properties are read once per device per process under a lock (thread-safe), so plan
  * creation after the first costs no CUDA query. The kernels' dynamic shared-memory limit is
- * raised here too, once per (device, kernel), on the plan's device with the caller's
- * current device restored afterwards.
+ * raised here too, once per (device, kernel), and each plan's launch graph is built, both on
+ * the plan's device with the caller's current device restored afterwards.
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "internal.h"
 
@@ -120,6 +121,33 @@ int32_t fb_device_prepare_kernel(flashbwd_plan *plan, int32_t ordinal, int kerne
     return status;
 }
 
+int32_t fb_device_build_graph(flashbwd_plan *plan, int32_t ordinal)
+{
+    int current = 0;
+    cudaError_t err = cudaGetDevice(&current);
+    if (err != cudaSuccess) return cuda_fail(plan, err, "cudaGetDevice");
+    if (current != ordinal && (err = cudaSetDevice(ordinal)) != cudaSuccess)
+        return cuda_fail(plan, err, "cudaSetDevice");
+    const char *call = "";
+    err = (cudaError_t)fb_graph_create(&plan->launches, ordinal, &plan->graph, &call);
+    int32_t status = FLASHBWD_OK;
+    if (err != cudaSuccess) {
+        char what[96];
+        snprintf(what, sizeof what, "building the launch graph: %s", call);
+        status = cuda_fail(plan, err, what);
+    }
+    if (current != ordinal) {
+        const cudaError_t back = cudaSetDevice(current);
+        if (back != cudaSuccess && status == FLASHBWD_OK)
+            status = cuda_fail(plan, back, "cudaSetDevice (restoring the caller's)");
+    }
+    if (status != FLASHBWD_OK) { /* no half-made plan keeps a graph */
+        fb_graph_release(plan->graph);
+        plan->graph = NULL;
+    }
+    return status;
+}
+
 int32_t fb_device_check_current(flashbwd_plan *plan, int32_t ordinal)
 {
     int current = -1;
@@ -146,6 +174,14 @@ int32_t fb_device_prepare_kernel(flashbwd_plan *plan, int32_t ordinal, int kerne
     (void)ordinal, (void)kernel_index, (void)smem_bytes;
     return fb_fail(plan, FLASHBWD_ERR_NOT_SUPPORTED, "this flashbwd was built without CUDA");
 }
+
+int32_t fb_device_build_graph(flashbwd_plan *plan, int32_t ordinal)
+{
+    (void)ordinal;
+    return fb_fail(plan, FLASHBWD_ERR_NOT_SUPPORTED, "this flashbwd was built without CUDA");
+}
+
+void fb_graph_release(fb_launch_graph *graph) { (void)graph; }
 
 int32_t fb_device_check_current(flashbwd_plan *plan, int32_t ordinal)
 {

@@ -68,6 +68,9 @@ int64_t fb_device_query_count(void);
 int32_t fb_device_prepare_kernel(flashbwd_plan *plan, int32_t ordinal, int kernel_index,
                                  int smem_bytes);
 
+/* Build the plan's launch graph (plan->graph) on device `ordinal`, the caller's current
+ * device restored afterwards. */
+int32_t fb_device_build_graph(flashbwd_plan *plan, int32_t ordinal);
 /* Check that the calling thread's current device is `ordinal`. */
 int32_t fb_device_check_current(flashbwd_plan *plan, int32_t ordinal);
 
@@ -134,6 +137,8 @@ struct flashbwd_plan {
     int32_t planning_only;   /* created from explicit device properties */
     fb_config config;        /* CUDA backend */
     fb_launch_table launches;
+    int32_t launch_graph;    /* build graph (FLASHBWD_LAUNCH_GRAPH, default 1) */
+    fb_launch_graph *graph;  /* the launches as one CUDA graph; NULL: launched one by one */
     fb_workspace_layout ws;
     fb_tensor tensors[FLASHBWD_TENSOR_COUNT];
     void *workspace;

@@ -1,8 +1,10 @@
 /* launch.c — flashbwd_execute(): check that the plan is ready, then run the backend.
  *
  * The CUDA path turns the plan and its bound tensors into one fb_bwd_params and hands it,
- * with the plan's cached launch table, to kernels/launch.cu. Nothing is allocated and the
- * host never waits on the stream.
+ * with the plan's cached launch table, to kernels/launch.cu: as the parameters of the plan's
+ * launch graph (one cudaGraphLaunch), or, while the stream is being captured into the
+ * caller's own graph, as direct launches. Nothing is allocated and the host never waits on
+ * the stream.
  */
 #include <math.h>
 #include <string.h>
@@ -125,6 +127,16 @@ static void fill_params(const flashbwd_plan *plan, fb_bwd_params *k)
     k->deterministic = p->deterministic;
 }
 
+/* NO_DEVICE when the driver went away (codes 34, 35, 100, as device.c reads them), else
+ * CUDA. */
+static int32_t launch_status(cudaError_t err)
+{
+    return err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
+                   err == cudaErrorStubLibrary
+               ? FLASHBWD_ERR_NO_DEVICE
+               : FLASHBWD_ERR_CUDA;
+}
+
 int32_t fb_cuda_execute(flashbwd_plan *plan, void *stream)
 {
     FB_FAIL_IF(plan, plan->planning_only, FLASHBWD_ERR_NOT_SUPPORTED,
@@ -133,8 +145,23 @@ int32_t fb_cuda_execute(flashbwd_plan *plan, void *stream)
     FB_TRY(fb_device_check_current(plan, plan->prob.device));
     fb_bwd_params params;
     fill_params(plan, &params);
+    if (plan->graph) { /* replay the plan's graph, unless the stream is being captured */
+        enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        cudaError_t err = cudaStreamIsCapturing((cudaStream_t)stream, &capture);
+        FB_FAIL_IF(plan, err != cudaSuccess, launch_status(err),
+                   "launching the backward kernels failed: cudaStreamIsCapturing: %s (%s)",
+                   cudaGetErrorName(err), cudaGetErrorString(err));
+        if (capture == cudaStreamCaptureStatusNone) {
+            const char *call = "";
+            err = (cudaError_t)fb_graph_launch(plan->graph, &params, stream, &call);
+            FB_FAIL_IF(plan, err != cudaSuccess, launch_status(err),
+                       "launching the backward kernels failed: %s: %s (%s)", call,
+                       cudaGetErrorName(err), cudaGetErrorString(err));
+            return FLASHBWD_OK;
+        }
+    }
     cudaError_t err = (cudaError_t)fb_launch_backward(&params, &plan->launches, stream);
-    FB_FAIL_IF(plan, err != cudaSuccess, FLASHBWD_ERR_CUDA,
+    FB_FAIL_IF(plan, err != cudaSuccess, launch_status(err),
                "launching the backward kernels failed: %s (%s)", cudaGetErrorName(err),
                cudaGetErrorString(err));
     return FLASHBWD_OK;

@@ -7,8 +7,11 @@
  *   convert dQ   (m_blocks, heads_q, batch)   or, folded, grid 0 and not launched
  *   convert dKV  (n_blocks, heads_kv, batch)  GQA only
  * The conversion is folded into the main kernel when seqlen_k is at most the row's FOLD, or
- * for a plan with a mask (causal or a window) its FOLDM (config_table.h). FLASHBWD_FORCE_DQ_FOLD=0|1 (testing) overrides that, so the GPU suite
- * can run both kernels at any length.
+ * for a plan with a mask (causal or a window) its FOLDM (config_table.h).
+ * FLASHBWD_FORCE_DQ_FOLD=0|1 (testing) overrides that, so the GPU suite can run both
+ * kernels at any length.
+ * The plan also keeps the launches as one CUDA graph (built at plan creation, replayed by
+ * execute); FLASHBWD_LAUNCH_GRAPH=0 (testing, or a fallback) launches them one by one.
  * With varlen, m_blocks and n_blocks cover the longest sequence; CTAs past a sequence's
  * end return at once.
  */
@@ -45,6 +48,13 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
         FB_FAIL_IF(plan, strcmp(force, "0") && strcmp(force, "1"), FLASHBWD_ERR_INVALID_VALUE,
                    "environment FLASHBWD_FORCE_DQ_FOLD = \"%.16s\": expected 0 or 1", force);
         t->dq_in_main = force[0] == '1';
+    }
+    plan->launch_graph = 1;
+    const char *graph = getenv("FLASHBWD_LAUNCH_GRAPH");
+    if (graph && *graph) {
+        FB_FAIL_IF(plan, strcmp(graph, "0") && strcmp(graph, "1"), FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_LAUNCH_GRAPH = \"%.16s\": expected 0 or 1", graph);
+        plan->launch_graph = graph[0] == '1';
     }
     if (t->dq_in_main)
         t->launch[FLASHBWD_LAUNCH_CONVERT_DQ] = (fb_launch_dims){{0, 0, 0}, {0, 0, 0}, 0};

@@ -84,6 +84,8 @@ int32_t flashbwd_plan_create(const flashbwd_problem *problem, flashbwd_plan **ou
     atomic_init(&plan->busy, 0);
     int32_t status = norm.backend == FLASHBWD_BACKEND_CUDA ? plan_cuda(plan) : FLASHBWD_OK;
     if (status == FLASHBWD_OK) status = fb_workspace_plan(plan);
+    if (status == FLASHBWD_OK && plan->launch_graph && !plan->planning_only)
+        status = fb_device_build_graph(plan, norm.device); /* last: on failure, no graph */
     if (status != FLASHBWD_OK) {
         free(plan); /* the message is already in the thread's buffer */
         return status;
@@ -92,7 +94,13 @@ int32_t flashbwd_plan_create(const flashbwd_problem *problem, flashbwd_plan **ou
     return FLASHBWD_OK;
 }
 
-void flashbwd_plan_destroy(flashbwd_plan *plan) { free(plan); }
+/* Host-only: the launch graph is queued for the next plan creation on its device to
+ * destroy (kernels/launch.h, fb_graph_release). */
+void flashbwd_plan_destroy(flashbwd_plan *plan)
+{
+    if (plan) fb_graph_release(plan->graph);
+    free(plan);
+}
 
 int32_t flashbwd_plan_get_info(const flashbwd_plan *plan, flashbwd_plan_info *info)
 {

@@ -13,6 +13,7 @@
  * The device cache lives for the whole process, so tests use device ordinals with a known
  * history: see the ORD_* names.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -42,6 +43,14 @@ enum call {
     C_FUNC_GET_ATTRIBUTES,
     C_FUNC_SET_ATTRIBUTE,
     C_GET_LAST_ERROR,
+    C_STREAM_IS_CAPTURING,
+    C_GRAPH_CREATE,
+    C_GRAPH_ADD_KERNEL_NODE,
+    C_GRAPH_INSTANTIATE,
+    C_GRAPH_SET_PARAMS,
+    C_GRAPH_LAUNCH,
+    C_GRAPH_EXEC_DESTROY,
+    C_GRAPH_DESTROY,
     C_COUNT
 };
 
@@ -62,6 +71,9 @@ static struct {
 } fake;
 
 static atomic_int calls[C_COUNT];              /* calls per kind since fake_reset() */
+static atomic_int live_graphs, live_execs;     /* fake graph objects not yet destroyed */
+static enum cudaStreamCaptureStatus capture_status; /* what cudaStreamIsCapturing reports */
+static fb_bwd_params last_set_params;          /* the last parameter block set on a node */
 static atomic_int smem_raised_to;              /* last cudaFuncSetAttribute value */
 static _Thread_local int current_device;       /* the runtime's per-thread current device */
 
@@ -75,6 +87,7 @@ static void fake_reset(void)
     fake.fail_err = cudaSuccess;
     for (int c = 0; c < C_COUNT; ++c) atomic_store(&calls[c], 0);
     atomic_store(&smem_raised_to, 0);
+    capture_status = cudaStreamCaptureStatusNone;
     current_device = 0;
 }
 
@@ -114,6 +127,18 @@ cudaError_t __wrap_cudaSetDevice(int device);
 cudaError_t __wrap_cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func);
 cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value);
 cudaError_t __wrap_cudaGetLastError(void);
+cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status);
+cudaError_t __wrap_cudaGraphCreate(cudaGraph_t *graph, unsigned int flags);
+cudaError_t __wrap_cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t graph,
+                                          const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaKernelNodeParams *params);
+cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                        unsigned long long flags);
+cudaError_t __wrap_cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                    const struct cudaKernelNodeParams *params);
+cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t __wrap_cudaGraphDestroy(cudaGraph_t graph);
 
 cudaError_t __wrap_cudaGetDeviceCount(int *count)
 {
@@ -180,6 +205,96 @@ cudaError_t __wrap_cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute
  * leaves no state behind that this fake reports.) */
 cudaError_t __wrap_cudaGetLastError(void) { return fake_enter(C_GET_LAST_ERROR); }
 
+/* The launch graph. Graphs and executable graphs are heap tokens, so valgrind sees any the
+ * library never destroys; nodes are indices into their graph. */
+typedef struct fake_graph {
+    int nodes;
+} fake_graph;
+
+cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
+{
+    (void)stream;
+    const cudaError_t err = fake_enter(C_STREAM_IS_CAPTURING);
+    if (err != cudaSuccess) return err;
+    *status = capture_status;
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaGraphCreate(cudaGraph_t *graph, unsigned int flags)
+{
+    (void)flags;
+    const cudaError_t err = fake_enter(C_GRAPH_CREATE);
+    if (err != cudaSuccess) return err;
+    fake_graph *g = calloc(1, sizeof *g);
+    if (!g) return cudaErrorMemoryAllocation;
+    atomic_fetch_add(&live_graphs, 1);
+    *graph = (cudaGraph_t)g;
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t graph,
+                                          const cudaGraphNode_t *deps, size_t ndeps,
+                                          const struct cudaKernelNodeParams *params)
+{
+    const cudaError_t err = fake_enter(C_GRAPH_ADD_KERNEL_NODE);
+    if (err != cudaSuccess) return err;
+    fake_graph *g = (fake_graph *)graph;
+    /* A chain: each node after the first depends on the one before. */
+    if (!params || !params->func || !params->kernelParams || (ndeps != 0) != (g->nodes > 0) ||
+        (ndeps && deps[0] != (cudaGraphNode_t)(uintptr_t)g->nodes))
+        return cudaErrorInvalidValue;
+    *node = (cudaGraphNode_t)(uintptr_t)++g->nodes;
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                        unsigned long long flags)
+{
+    (void)flags;
+    const cudaError_t err = fake_enter(C_GRAPH_INSTANTIATE);
+    if (err != cudaSuccess) return err;
+    fake_graph *e = malloc(sizeof *e);
+    if (!e) return cudaErrorMemoryAllocation;
+    e->nodes = ((fake_graph *)graph)->nodes;
+    atomic_fetch_add(&live_execs, 1);
+    *exec = (cudaGraphExec_t)e;
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
+                                                    const struct cudaKernelNodeParams *params)
+{
+    const cudaError_t err = fake_enter(C_GRAPH_SET_PARAMS);
+    if (err != cudaSuccess) return err;
+    const uintptr_t i = (uintptr_t)node;
+    if (i < 1 || i > (uintptr_t)((fake_graph *)exec)->nodes || !params->kernelParams)
+        return cudaErrorInvalidValue;
+    memcpy(&last_set_params, params->kernelParams[0], sizeof last_set_params);
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
+{
+    (void)exec, (void)stream;
+    return fake_enter(C_GRAPH_LAUNCH);
+}
+
+cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    fake_enter(C_GRAPH_EXEC_DESTROY); /* never fails here: the library ignores its result */
+    free(exec);
+    atomic_fetch_sub(&live_execs, 1);
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaGraphDestroy(cudaGraph_t graph)
+{
+    fake_enter(C_GRAPH_DESTROY);
+    free(graph);
+    atomic_fetch_sub(&live_graphs, 1);
+    return cudaSuccess;
+}
+
 /* ======================================================================================
  * Helpers
  * ====================================================================================== */
@@ -191,6 +306,7 @@ enum {
     ORD_SM75 = 2,
     ORD_THREADS = 3,    /* first touched by the cache test, from many threads */
     ORD_RETRY = 4,
+    ORD_GRAPH = 5,      /* prepared; not current, so each create switches to it for the graph */
     ORD_PREPARE = 6,    /* query succeeds; kernel preparation never does */
     ORD_QUERY = 7,      /* never queried successfully */
     ORD_FRESH = 8,      /* 8 .. FAKE_DEVICES-1: one each, handed out by fresh_ordinal() */
@@ -272,6 +388,24 @@ static void bound_plan_free(bound_plan *b)
     free(b->mem);
 }
 
+/* The same, launching its kernels one by one (FLASHBWD_LAUNCH_GRAPH=0 at creation). */
+static bound_plan bound_plan_make_direct(int32_t heads_kv)
+{
+    assert_int_equal(setenv("FLASHBWD_LAUNCH_GRAPH", "0", 1), 0);
+    bound_plan b = bound_plan_make(heads_kv);
+    unsetenv("FLASHBWD_LAUNCH_GRAPH");
+    return b;
+}
+
+/* Destroy every queued graph, then no fake graph may be left alive. */
+static void reap_and_expect_no_live_graphs(const char *row)
+{
+    for (int d = 0; d < FAKE_DEVICES; ++d) fb_graph_reap(d);
+    if (atomic_load(&live_graphs) || atomic_load(&live_execs))
+        fail_msg("[%s] %d graph(s), %d executable graph(s) never destroyed", row,
+                 atomic_load(&live_graphs), atomic_load(&live_execs));
+}
+
 /* ======================================================================================
  * Each call fails in turn
  * ====================================================================================== */
@@ -296,6 +430,19 @@ static const site sites[] = {
     {"cudaFuncSetAttribute", C_FUNC_SET_ATTRIBUTE, 1, ORD_PREPARE, 0, "cudaFuncSetAttribute"},
     {"cudaSetDevice restoring the caller's device", C_SET_DEVICE, 2, -1, 0, "restoring the caller's"},
     {"cudaGetDevice at execute", C_GET_DEVICE, 1, ORD_HAPPY, 1, "cudaGetDevice failed"},
+    /* The launch graph: built at plan creation (after preparing the kernel: on a fresh
+     * ORD_GRAPH, whose kernels are already prepared, the first cudaGetDevice and both
+     * cudaSetDevice), replayed by execute. The plan has two launches (the dQ conversion folded in). */
+    {"cudaGetDevice before building the graph", C_GET_DEVICE, 1, ORD_GRAPH, 0, "cudaGetDevice failed"},
+    {"cudaSetDevice before building the graph", C_SET_DEVICE, 1, ORD_GRAPH, 0, "cudaSetDevice failed"},
+    {"cudaSetDevice restoring the caller's device after the graph", C_SET_DEVICE, 2, ORD_GRAPH, 0, "restoring the caller's"},
+    {"cudaGraphCreate", C_GRAPH_CREATE, 1, ORD_HAPPY, 0, "building the launch graph: cudaGraphCreate"},
+    {"cudaGraphAddKernelNode #1", C_GRAPH_ADD_KERNEL_NODE, 1, ORD_HAPPY, 0, "building the launch graph: cudaGraphAddKernelNode"},
+    {"cudaGraphAddKernelNode #2", C_GRAPH_ADD_KERNEL_NODE, 2, ORD_HAPPY, 0, "building the launch graph: cudaGraphAddKernelNode"},
+    {"cudaGraphInstantiate", C_GRAPH_INSTANTIATE, 1, ORD_HAPPY, 0, "building the launch graph: cudaGraphInstantiate"},
+    {"cudaStreamIsCapturing at execute", C_STREAM_IS_CAPTURING, 1, ORD_HAPPY, 1, "cudaStreamIsCapturing"},
+    {"cudaGraphExecKernelNodeSetParams #2 at execute", C_GRAPH_SET_PARAMS, 2, ORD_HAPPY, 1, "cudaGraphExecKernelNodeSetParams"},
+    {"cudaGraphLaunch at execute", C_GRAPH_LAUNCH, 1, ORD_HAPPY, 1, "cudaGraphLaunch"},
 };
 
 typedef struct code {
@@ -339,6 +486,12 @@ static void test_cuda_call_failure_gives_a_clean_status_and_names_the_error(void
                      flashbwd_last_error());
     } else {
         flashbwd_problem p = device_problem(s->device >= 0 ? s->device : fresh_ordinal());
+        if (s->device == ORD_GRAPH) { /* its kernels prepared, so only the graph's calls */
+            flashbwd_plan *primer = NULL;
+            assert_int_equal(flashbwd_plan_create(&p, &primer), FLASHBWD_OK);
+            flashbwd_plan_destroy(primer);
+            fake_zero_counts();
+        }
         fake_fail(s->call, s->nth, c->err);
         flashbwd_plan *plan = (flashbwd_plan *)&p;
         st = flashbwd_plan_create(&p, &plan);
@@ -357,11 +510,13 @@ static void test_cuda_call_failure_gives_a_clean_status_and_names_the_error(void
     expect_contains(msg, cudaGetErrorName(c->err), row);
     expect_contains(msg, flashbwd_status_name(c->expect), row);
     /* The caller's device is restored, unless restoring it is what failed. */
-    if (s->call != C_SET_DEVICE || s->nth != 2)
+    if (!strstr(s->names, "restoring"))
         if (current_device != 0)
             fail_msg("[%s] the current device is %d after the call; it was 0", row,
                      current_device);
     if (b.plan) bound_plan_free(&b);
+    /* A graph built before the failure is destroyed at once or queued: none is lost. */
+    reap_and_expect_no_live_graphs(row);
 }
 
 /* Launches fail through cudaGetLastError after each kernel (GQA has a third launch). */
@@ -384,7 +539,7 @@ static const launch_fault launch_faults[] = {
 static void test_launch_failure_gives_cuda_status_and_names_the_error(void **state)
 {
     const launch_fault *f = *state;
-    bound_plan b = bound_plan_make(f->heads_kv);
+    bound_plan b = bound_plan_make_direct(f->heads_kv);
     fake_zero_counts();
     fake_fail(C_GET_LAST_ERROR, f->nth, f->err);
     const int32_t st = flashbwd_execute(b.plan, NULL);
@@ -442,16 +597,19 @@ static void test_plan_raises_the_kernels_smem_limit_once_per_device(void **state
     /* The main kernel with and without the dQ conversion, both raised. */
     assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), 2);
     assert_int_equal(atomic_load(&smem_raised_to), info.smem_bytes);
-    /* It was raised on the plan's device, and the caller's device is back. */
+    /* It was raised on the plan's device, and the caller's device is back (twice: once
+     * for the kernels, once for the launch graph). */
     assert_int_equal(current_device, 0);
-    assert_int_equal(fake_calls(C_SET_DEVICE), 2);
+    assert_int_equal(fake_calls(C_SET_DEVICE), 4);
     flashbwd_plan_destroy(plan);
     for (int i = 0; i < 5; ++i) {
         assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
         flashbwd_plan_destroy(plan);
     }
     assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), 2);
-    assert_int_equal(fake_calls(C_SET_DEVICE), 2);
+    /* Only the graph, which each plan builds for itself, switched devices again. */
+    assert_int_equal(fake_calls(C_SET_DEVICE), 4 + 5 * 2);
+    assert_int_equal(fake_calls(C_GRAPH_INSTANTIATE), 1 + 5);
 }
 
 static void test_plan_on_an_sm86_device_takes_an_sm86_row(void **state)
@@ -601,12 +759,12 @@ static void test_device_cache_queries_once_across_many_creates_and_threads(void 
  * Execute and destroy
  * ====================================================================================== */
 
-static void test_execute_checks_every_launch_and_returns_ok(void **state)
+static void test_execute_without_graph_checks_every_launch_and_returns_ok(void **state)
 {
     (void)state;
     const int32_t heads_kv[] = {4, 2}; /* MHA: 2 launches; GQA: 3 */
     for (size_t i = 0; i < COUNT_OF(heads_kv); ++i) {
-        bound_plan b = bound_plan_make(heads_kv[i]);
+        bound_plan b = bound_plan_make_direct(heads_kv[i]);
         const flashbwd_plan_info info = info_of(b.plan);
         fake_reset();
         const int32_t st = flashbwd_execute(b.plan, NULL);
@@ -623,6 +781,97 @@ static void test_execute_checks_every_launch_and_returns_ok(void **state)
                          0);
         bound_plan_free(&b);
     }
+}
+
+/* The default path: plan creation builds a graph of the launches (a chain, one node per
+ * launch with a grid), execute replays it, setting the parameter block on every node only
+ * when it changed; a capturing stream gets direct launches instead. */
+static void test_execute_replays_the_graph_and_sets_params_only_when_they_change(void **state)
+{
+    (void)state;
+    const int32_t heads_kv[] = {4, 2}; /* MHA: 2 nodes; GQA: 3 */
+    for (size_t i = 0; i < COUNT_OF(heads_kv); ++i) {
+        fake_zero_counts();
+        bound_plan b = bound_plan_make(heads_kv[i]);
+        const int nodes = fake_calls(C_GRAPH_ADD_KERNEL_NODE);
+        assert_int_equal(nodes, heads_kv[i] == 4 ? 2 : 3);
+        assert_int_equal(fake_calls(C_GRAPH_INSTANTIATE), 1);
+        fake_zero_counts();
+        assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+        assert_int_equal(fake_calls(C_STREAM_IS_CAPTURING), 1);
+        assert_int_equal(fake_calls(C_GRAPH_SET_PARAMS), nodes); /* the first call sets them */
+        assert_int_equal(fake_calls(C_GRAPH_LAUNCH), 1);
+        assert_int_equal(fake_calls(C_GET_LAST_ERROR), 0);
+        const size_t slot = (size_t)1 << 20;
+        assert_ptr_equal(last_set_params.dq, (char *)b.mem + slot * FLASHBWD_TENSOR_DQ);
+
+        /* Same bindings: one cudaGraphLaunch, nothing set. */
+        assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+        assert_int_equal(fake_calls(C_GRAPH_SET_PARAMS), nodes);
+        assert_int_equal(fake_calls(C_GRAPH_LAUNCH), 2);
+
+        /* A new dQ binding, then a new workspace: each sets every node once. */
+        size_t ws = 0;
+        assert_int_equal(flashbwd_plan_workspace_size(b.plan, &ws), FLASHBWD_OK);
+        char *other = aligned_alloc(256, slot + ws); /* a dQ, then a workspace */
+        assert_non_null(other);
+        assert_int_equal(flashbwd_plan_set_tensor(b.plan, FLASHBWD_TENSOR_DQ, other, NULL, 0),
+                         FLASHBWD_OK);
+        assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+        assert_int_equal(fake_calls(C_GRAPH_SET_PARAMS), 2 * nodes);
+        assert_ptr_equal(last_set_params.dq, other);
+        assert_int_equal(flashbwd_plan_set_workspace(b.plan, other + slot, ws), FLASHBWD_OK);
+        assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+        assert_int_equal(fake_calls(C_GRAPH_SET_PARAMS), 3 * nodes);
+        assert_int_equal(fake_calls(C_GRAPH_LAUNCH), 4);
+
+        /* A stream being captured into the caller's graph: direct launches. */
+        capture_status = cudaStreamCaptureStatusActive;
+        assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+        capture_status = cudaStreamCaptureStatusNone;
+        assert_int_equal(fake_calls(C_GRAPH_LAUNCH), 4);
+        assert_int_equal(fake_calls(C_GET_LAST_ERROR), nodes);
+        bound_plan_free(&b);
+        free(other);
+    }
+    reap_and_expect_no_live_graphs("replay");
+}
+
+/* A failed parameter update leaves the nodes in doubt: the next execute sets them all. */
+static void test_graph_params_are_set_again_after_a_failed_update(void **state)
+{
+    (void)state;
+    bound_plan b = bound_plan_make(4);
+    fake_zero_counts();
+    fake_fail(C_GRAPH_SET_PARAMS, 2, cudaErrorInvalidValue);
+    assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_ERR_CUDA);
+    expect_contains(flashbwd_plan_last_error(b.plan), "cudaGraphExecKernelNodeSetParams",
+                    "set params");
+    assert_int_equal(fake_calls(C_GRAPH_LAUNCH), 0);
+    fake_fail(-1, 0, cudaSuccess);
+    assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+    assert_int_equal(fake_calls(C_GRAPH_SET_PARAMS), 2 + 2);
+    assert_int_equal(fake_calls(C_GRAPH_LAUNCH), 1);
+    bound_plan_free(&b);
+}
+
+/* Destroy makes no CUDA call: the graph waits for the next plan creation on its device. */
+static void test_a_destroyed_plans_graph_is_destroyed_by_the_next_create(void **state)
+{
+    (void)state;
+    reap_and_expect_no_live_graphs("before");
+    bound_plan b = bound_plan_make(4);
+    assert_int_equal(atomic_load(&live_execs), 1);
+    fake_zero_counts();
+    bound_plan_free(&b);
+    assert_int_equal(total_calls(), 0);
+    assert_int_equal(atomic_load(&live_execs), 1); /* queued */
+    b = bound_plan_make(4);
+    assert_int_equal(fake_calls(C_GRAPH_EXEC_DESTROY), 1);
+    assert_int_equal(fake_calls(C_GRAPH_DESTROY), 1);
+    assert_int_equal(atomic_load(&live_execs), 1); /* the new plan's */
+    bound_plan_free(&b);
+    reap_and_expect_no_live_graphs("after");
 }
 
 static void test_execute_on_another_current_device_is_wrong_device(void **state)
@@ -691,7 +940,10 @@ int main(void)
         T(test_plan_sm_count_override_leaves_the_cached_count_alone),
         T(test_device_query_failure_is_not_cached_and_is_retried),
         T(test_device_cache_queries_once_across_many_creates_and_threads),
-        T(test_execute_checks_every_launch_and_returns_ok),
+        T(test_execute_without_graph_checks_every_launch_and_returns_ok),
+        T(test_execute_replays_the_graph_and_sets_params_only_when_they_change),
+        T(test_graph_params_are_set_again_after_a_failed_update),
+        T(test_a_destroyed_plans_graph_is_destroyed_by_the_next_create),
         T(test_execute_on_another_current_device_is_wrong_device),
         T(test_destroy_makes_no_cuda_call),
 #undef T

@@ -414,6 +414,30 @@ static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **sta
             }
 }
 
+/* FLASHBWD_LAUNCH_GRAPH (0: launch the kernels one by one; the GPU suite runs both ways):
+ * 0, 1 and unset plan; anything else is INVALID_VALUE naming the variable. */
+static void test_launch_graph_switch_takes_0_or_1(void **state)
+{
+    (void)state;
+    const struct {
+        const char *value;
+        int ok;
+    } cases[] = {{"0", 1}, {"1", 1}, {"", 1}, {"2", 0}, {"off", 0}, {"00", 0}};
+    for (size_t c = 0; c < COUNT_OF(cases); ++c) {
+        assert_int_equal(setenv("FLASHBWD_LAUNCH_GRAPH", cases[c].value, 1), 0);
+        flashbwd_problem p = planning_problem(90, 128, &shapes[0]);
+        flashbwd_plan *plan = NULL;
+        const int32_t st = flashbwd_plan_create(&p, &plan);
+        unsetenv("FLASHBWD_LAUNCH_GRAPH");
+        if (!cases[c].ok) {
+            expect_env_rejected(st, plan, "FLASHBWD_LAUNCH_GRAPH", cases[c].value);
+            continue;
+        }
+        if (st != FLASHBWD_OK) fail_msg("\"%s\": %s", cases[c].value, flashbwd_last_error());
+        flashbwd_plan_destroy(plan);
+    }
+}
+
 /* FLASHBWD_FORCE_CONFIG_CLASS (the GPU suite uses it to run the sm_86 kernels on an
  * H200): an older class's rows are taken, a newer class changes nothing, anything else is
  * INVALID_VALUE naming the variable. */
@@ -593,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_config_table_has_one_row_per_class_and_kernel_head_dim),
         cmocka_unit_test(test_forced_config_class_picks_older_rows_or_is_invalid),
         cmocka_unit_test(test_forced_dq_fold_sets_the_convert_launch_or_is_invalid),
+        cmocka_unit_test(test_launch_graph_switch_takes_0_or_1),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
         cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),
