@@ -235,7 +235,9 @@ static void test_gpu_matches_fp64_on_features(void **state)
     }
 }
 
-/* Capture execute into a graph, replay it on new inputs copied into the same buffers. */
+/* Capture execute into a graph, replay it on new inputs copied into the same buffers. The
+ * plan first runs once through its own launch graph; while the stream is captured, execute
+ * launches the kernels one by one into the caller's graph instead. */
 static void test_gpu_execute_replays_from_a_cuda_graph(void **state)
 {
     (void)state;
@@ -250,6 +252,8 @@ static void test_gpu_execute_replays_from_a_cuda_graph(void **state)
     CUDA_OK(cudaStreamCreate(&stream));
     cudaGraph_t graph;
     cudaGraphExec_t exec;
+    assert_int_equal(flashbwd_execute(plan, stream), FLASHBWD_OK); /* the plan's graph */
+    CUDA_OK(cudaStreamSynchronize(stream));
     CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     assert_int_equal(flashbwd_execute(plan, stream), FLASHBWD_OK);
     CUDA_OK(cudaStreamEndCapture(stream, &graph));
@@ -272,6 +276,64 @@ static void test_gpu_execute_replays_from_a_cuda_graph(void **state)
     }
     CUDA_OK(cudaGraphExecDestroy(exec));
     CUDA_OK(cudaGraphDestroy(graph));
+    CUDA_OK(cudaStreamDestroy(stream));
+    flashbwd_plan_destroy(plan);
+    dev_free(&d);
+    tdata_free(&td);
+}
+
+/* Execute replays the plan's own launch graph: a second call with the same bindings, then
+ * new output buffers and a new workspace, each checked against fp64; the first outputs,
+ * poisoned again, must stay untouched once the plan writes elsewhere. (GQA: three kernels
+ * in the graph.) */
+static void test_gpu_plan_graph_follows_new_bindings(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    const tcase tc = {.name = "plan graph bf16 d64 gqa causal", .dtype = BF, .head_dim = 64, .batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 150, .seqlen_k = 170, .causal = 1};
+    tdata td;
+    assert_int_equal(tdata_make(&tc, &td, test_seed() + 7), 0);
+    dev d;
+    dev_upload(&td, &d);
+    flashbwd_plan *plan = gpu_plan(&tc, &td, &d);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreate(&stream));
+    void *other[FLASHBWD_TENSOR_COUNT];
+    memcpy(other, d.ptr, sizeof other);
+    for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id)
+        CUDA_OK(cudaMalloc(&other[id], td.t[id].elems * 2));
+    void *ws2 = NULL;
+    CUDA_OK(cudaMalloc(&ws2, d.ws_bytes ? d.ws_bytes : 256));
+    CUDA_OK(cudaMemset(ws2, 0x7f, d.ws_bytes ? d.ws_bytes : 256));
+    const char *what[] = {"first call", "same bindings", "new outputs, workspace"};
+    for (int call = 0; call < 3; ++call) {
+        if (call == 2) {
+            assert_int_equal(tdata_bind(&tc, &td, plan, other), FLASHBWD_OK);
+            assert_int_equal(flashbwd_plan_set_workspace(plan, ws2, d.ws_bytes), FLASHBWD_OK);
+        }
+        for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id) {
+            CUDA_OK(cudaMemsetAsync(d.ptr[id], 0xff, td.t[id].elems * 2, stream));
+            CUDA_OK(cudaMemsetAsync(other[id], 0xff, td.t[id].elems * 2, stream));
+        }
+        const int32_t st = flashbwd_execute(plan, stream);
+        if (st != FLASHBWD_OK) fail_msg("%s: %s", what[call], flashbwd_plan_last_error(plan));
+        CUDA_OK(cudaStreamSynchronize(stream));
+        dev_download(&td, &d);
+        if (call < 2) {
+            check_outputs(&tc, &td, what[call]);
+            continue;
+        }
+        for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id) /* untouched */
+            for (size_t e = 0; e < td.t[id].elems; ++e)
+                if (((uint16_t *)td.t[id].data)[e] != 0xffff)
+                    fail_msg("%s: the old tensor %d was written at %zu", what[call], id, e);
+        for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id)
+            CUDA_OK(cudaMemcpy(td.t[id].data, other[id], td.t[id].elems * 2,
+                               cudaMemcpyDeviceToHost));
+        check_outputs(&tc, &td, what[call]);
+    }
+    for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id) CUDA_OK(cudaFree(other[id]));
+    CUDA_OK(cudaFree(ws2));
     CUDA_OK(cudaStreamDestroy(stream));
     flashbwd_plan_destroy(plan);
     dev_free(&d);
@@ -439,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_gpu_matches_fp64_over_the_core_matrix),
         cmocka_unit_test(test_gpu_matches_fp64_on_features),
         cmocka_unit_test(test_gpu_execute_replays_from_a_cuda_graph),
+        cmocka_unit_test(test_gpu_plan_graph_follows_new_bindings),
         cmocka_unit_test(test_gpu_agrees_with_the_cpu_backend),
         cmocka_unit_test(test_gpu_matches_fp64_for_every_head_dim),
         cmocka_unit_test(test_gpu_deterministic_mode_is_bitwise_reproducible),
