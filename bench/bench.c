@@ -55,9 +55,13 @@ static double now(void)
 double fb_bench_launch_floor_us(int launches, int calls, void *stream, int small); /* launch_floor.cu */
 double fb_bench_graph_floor_us(int launches, int calls, void *stream);
 
-/* Host cost of execute and plan creation on a tiny problem (1 x 1 x 128 x 64). */
-static void host_costs(int32_t dtype)
+/* Plan creation and execute on one tiny problem (1 x 1 x 128 x 64), microseconds per call:
+ * out[0] plan_create (device cache warm), out[1] execute with unchanged bindings, out[2]
+ * execute after rebinding dQ (set_tensor + execute, alternating two buffers); *launches
+ * gets the plan's launch count. graph = 0 creates the plans with FLASHBWD_LAUNCH_GRAPH=0. */
+static void host_cost_run(int32_t dtype, int graph, cudaStream_t s, double out[3], int *launches)
 {
+    if (!graph) setenv("FLASHBWD_LAUNCH_GRAPH", "0", 1);
     flashbwd_problem p;
     memset(&p, 0, sizeof p);
     p.struct_size = FLASHBWD_PROBLEM_STRUCT_SIZE;
@@ -71,49 +75,72 @@ static void host_costs(int32_t dtype)
         CHECK(flashbwd_plan_create(&p, &plan));
         flashbwd_plan_destroy(plan);
     }
-    const double create_us = (now() - t0) / n * 1e6;
+    out[0] = (now() - t0) / n * 1e6;
     CHECK(flashbwd_plan_create(&p, &plan));
+    unsetenv("FLASHBWD_LAUNCH_GRAPH");
     const size_t elems = 128 * 64;
-    void *buf[9];
-    for (int i = 0; i < 9; ++i) CUDA_CHECK(cudaMalloc(&buf[i], elems * 4));
-    for (int id = FLASHBWD_TENSOR_Q; id <= FLASHBWD_TENSOR_DV; ++id) {
-        CUDA_CHECK(cudaMemset(buf[id - 1], 0, elems * 4));
-        CHECK(flashbwd_plan_set_tensor(plan, id, buf[id - 1], NULL, 0));
+    void *buf[10];
+    for (int i = 0; i < 10; ++i) {
+        CUDA_CHECK(cudaMalloc(&buf[i], elems * 4));
+        CUDA_CHECK(cudaMemset(buf[i], 0, elems * 4));
     }
+    for (int id = FLASHBWD_TENSOR_Q; id <= FLASHBWD_TENSOR_DV; ++id)
+        CHECK(flashbwd_plan_set_tensor(plan, id, buf[id - 1], NULL, 0));
     size_t ws_bytes;
     void *ws;
     CHECK(flashbwd_plan_workspace_size(plan, &ws_bytes));
     CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
     CHECK(flashbwd_plan_set_workspace(plan, ws, ws_bytes));
-    cudaStream_t s;
-    CUDA_CHECK(cudaStreamCreate(&s));
     for (int i = 0; i < 100; ++i) CHECK(flashbwd_execute(plan, s));
     CUDA_CHECK(cudaStreamSynchronize(s));
     const int m = 200; /* small enough not to fill the launch queue */
     t0 = now();
     for (int i = 0; i < m; ++i) CHECK(flashbwd_execute(plan, s));
-    const double exec_us = (now() - t0) / m * 1e6;
+    out[1] = (now() - t0) / m * 1e6;
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    t0 = now();
+    for (int i = 0; i < m; ++i) {
+        CHECK(flashbwd_plan_set_tensor(plan, FLASHBWD_TENSOR_DQ, buf[i & 1 ? 9 : 6], NULL, 0));
+        CHECK(flashbwd_execute(plan, s));
+    }
+    out[2] = (now() - t0) / m * 1e6;
     CUDA_CHECK(cudaStreamSynchronize(s));
     flashbwd_plan_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = FLASHBWD_PLAN_INFO_STRUCT_SIZE;
     CHECK(flashbwd_plan_get_info(plan, &info));
-    int launches = 0; /* table entries with a grid (a folded dQ conversion has none) */
-    for (int l = 0; l < info.num_launches; ++l) launches += info.grid[l][0] > 0;
+    *launches = 0; /* table entries with a grid (a folded dQ conversion has none) */
+    for (int l = 0; l < info.num_launches; ++l) *launches += info.grid[l][0] > 0;
+    for (int i = 0; i < 10; ++i) CUDA_CHECK(cudaFree(buf[i]));
+    CUDA_CHECK(cudaFree(ws));
+    flashbwd_plan_destroy(plan);
+}
+
+/* Host costs of plan creation and execute, with the plan's launch graph (the default) and
+ * with direct launches, beside the floors of the machine's launch paths. */
+static void host_costs(int32_t dtype)
+{
+    cudaStream_t s;
+    CUDA_CHECK(cudaStreamCreate(&s));
+    double g[3], d[3];
+    int launches;
+    host_cost_run(dtype, 1, s, g, &launches);
+    host_cost_run(dtype, 0, s, d, &launches);
     printf("host cost: plan_create %.2f us (device cache warm), execute %.2f us per call "
-           "(enqueue only, %d launches)\n", create_us, exec_us, launches);
+           "(enqueue only, %d launches as the plan's graph), set_tensor + execute %.2f us "
+           "(new dQ binding each call)\n", g[0], g[1], launches, g[2]);
+    printf("host cost without the graph (FLASHBWD_LAUNCH_GRAPH=0): plan_create %.2f us, "
+           "execute %.2f us, set_tensor + execute %.2f us\n", d[0], d[1], d[2]);
+    const int m = 200;
     const double floor_us = fb_bench_launch_floor_us(launches, m, s, 0);
     const double small_us = fb_bench_launch_floor_us(launches, m, s, 1);
     const double graph_us = fb_bench_graph_floor_us(launches, m, s);
     if (floor_us < 0 || small_us < 0 || graph_us < 0) exit(1);
     printf("host cost floor: %d empty launches with execute's parameter size %.2f us per "
-           "call (execute's own work: %.2f us); with 8-byte parameters %.2f us; as one "
-           "captured graph %.2f us\n",
-           launches, floor_us, exec_us - floor_us, small_us, graph_us);
+           "call (direct execute's own work: %.2f us); with 8-byte parameters %.2f us; as "
+           "one captured graph %.2f us (graph execute's own work: %.2f us)\n",
+           launches, floor_us, d[1] - floor_us, small_us, graph_us, g[1] - graph_us);
     CUDA_CHECK(cudaStreamDestroy(s));
-    for (int i = 0; i < 9; ++i) CUDA_CHECK(cudaFree(buf[i]));
-    CUDA_CHECK(cudaFree(ws));
-    flashbwd_plan_destroy(plan);
 }
 
 int main(int argc, char **argv)
