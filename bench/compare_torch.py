@@ -10,8 +10,16 @@ dQ/dK/dV against PyTorch's flash backward on those tensors, then times
 with triton.testing.do_bench (median), and prints TFLOP/s (bwd = 2.5 x fwd, causal halved)
 and the ratio of flashbwd to each peer.
 
+--layout: how Q, K, V, dO (and so O, dQ, dK, dV) sit in memory. bshd (the default):
+(batch, seq, head, dim) storage, FlashAttention's own layout, handed to SDPA as its
+(batch, head, seq, dim) views, so no backend copies a tensor. bhsd: (batch, head, seq, dim)
+contiguous, the fifth session's tables; there PyTorch's flash backward copies tensors
+into its layout (about 90 us per copy at 16k tokens x 2048 channels), which inflates
+flashbwd's ratio at short sequences. flashbwd reads either through strides.
+
     python3 bench/compare_torch.py [--lib build/libflashbwd.so] [--dims 64,128]
         [--seqlens 512,...] [--causal 0,1] [--dtype bf16|fp16] [--gqa 1] [--flex]
+        [--layout bshd|bhsd]
 """
 import argparse
 import ctypes
@@ -98,6 +106,7 @@ def main():
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--gqa", type=int, default=1, help="query heads per kv head")
     ap.add_argument("--flex", action="store_true")
+    ap.add_argument("--layout", default="bshd", choices=("bshd", "bhsd"))
     args = ap.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     fb = FlashBwd(args.lib)
@@ -110,18 +119,22 @@ def main():
         flex = torch.compile(flex_attention, dynamic=False)
     rows = []
     hdr = f"{'d':>4} {'causal':>6} {'seqlen':>6} {'b':>3} {'h':>3} {'hkv':>3} | {'flashbwd':>8} {'flash':>7} {'cudnn':>7}" + (f" {'flex':>7}" if flex else "") + f" | {'x flash':>7} {'x cudnn':>7}" + (f" {'x flex':>6}" if flex else "") + " | max rel err dq/dk/dv vs torch-flash"
+    print(f"layout {args.layout}, {args.dtype}", flush=True)
     print(hdr, flush=True)
     for d in [int(x) for x in args.dims.split(",")]:
         for causal in [bool(int(x)) for x in args.causal.split(",")]:
             for s in [int(x) for x in args.seqlens.split(",")]:
                 b, h = max(1, 16384 // s), 2048 // d
                 hkv = max(1, h // args.gqa)
-                q = torch.randn(b, h, s, d, device=dev, dtype=dtype, requires_grad=True)
-                k = torch.randn(b, hkv, s, d, device=dev, dtype=dtype, requires_grad=True)
-                v = torch.randn(b, hkv, s, d, device=dev, dtype=dtype, requires_grad=True)
-                do = torch.randn(b, h, s, d, device=dev, dtype=dtype)
+                def tensor(heads, grad):  # a (b, heads, s, d) view in the chosen layout
+                    if args.layout == "bhsd":
+                        return torch.randn(b, heads, s, d, device=dev, dtype=dtype, requires_grad=grad)
+                    base = torch.randn(b, s, heads, d, device=dev, dtype=dtype, requires_grad=grad)
+                    return base.transpose(1, 2)  # autograd.grad differentiates w.r.t. the view
+
+                q, k, v, do = tensor(h, True), tensor(hkv, True), tensor(hkv, True), tensor(h, False)
                 flops = 2.5 * 4 * b * h * s * s * d / (2 if causal else 1)
-                row = dict(d=d, causal=causal, s=s, b=b, h=h, hkv=hkv)
+                row = dict(d=d, causal=causal, s=s, b=b, h=h, hkv=hkv, layout=args.layout)
                 gqa = hkv != h
                 # FlashAttention-2 forward for O and LSE (natural log), as a user's forward would give.
                 if not gqa:
