@@ -129,8 +129,12 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
                                             (1 + C::DS_BUFFERS) * TileP::BYTES);
     float *sD = sLSE + ST * BM;
 
-    const int n_block = p.deterministic ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-    const int h = blockIdx.y, b = blockIdx.z;
+    /* Grid (key blocks, heads, batch), or with a mask (heads, key blocks, batch): see
+     * src/launches.c. Deterministic: key blocks backwards (header). */
+    const bool heads_x = p.heads_on_x;
+    const int n_index = heads_x ? blockIdx.y : blockIdx.x;
+    const int n_block = p.deterministic ? (heads_x ? gridDim.y : gridDim.x) - 1 - n_index : n_index;
+    const int h = heads_x ? blockIdx.x : blockIdx.y, b = blockIdx.z;
     const int tid = threadIdx.x, warp = tid / 32;
     const SeqInfo si = seq_info<BM, BN>(p, b);
     const int n0 = n_block * BN;

@@ -58,6 +58,7 @@ typedef struct fb_bwd_params {
     int32_t window_left;  /* keys left of the diagonal, -1 = unbounded */
     int32_t window_right; /* keys right of the diagonal, -1 = unbounded (causal gives 0) */
     int32_t deterministic;
+    int32_t heads_on_x;   /* main grid (heads, key blocks, batch), not (key blocks, heads, batch) */
 } fb_bwd_params;
 
 /* One launch: grid, block and dynamic shared memory, cached by the plan. */
@@ -72,6 +73,7 @@ typedef struct fb_launch_table {
     int32_t kernel_index;   /* index into the compiled kernel registry */
     int32_t num_launches;   /* table entries: 3, or 4 with GQA */
     int32_t dq_in_main;     /* 1: the main kernel converts dQ; the convert-dQ grid is 0 */
+    int32_t heads_on_x;     /* fb_bwd_params.heads_on_x */
     fb_launch_dims launch[4];
 } fb_launch_table;
 

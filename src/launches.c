@@ -38,9 +38,22 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
                "too many blocks for a CUDA grid (seqlen_q %lld, seqlen_k %lld)",
                (long long)p->seqlen_q, (long long)p->seqlen_k);
     set(&t->launch[FLASHBWD_LAUNCH_PREPROCESS], m_blocks, p->heads_q, p->batch, 0);
-    set(&t->launch[FLASHBWD_LAUNCH_MAIN], n_blocks, p->heads_q, p->batch,
-        plan->config.smem_bytes);
     const int masked = p->window_left >= 0 || p->window_right >= 0; /* causal: right = 0 */
+    /* Main: under a mask (causal or a window) key blocks differ in length, and the hardware
+     * starts CTAs x fastest. With key blocks on x it starts one head's CTAs after the
+     * other's, so a batch entry's last head starts its longest CTAs in the last wave (a
+     * scheduling model: a 6-7% tail at 1k-8k causal keys). Heads on x start every head's
+     * first key block, then every head's second: the longest first. Measured: +1..+6%
+     * causal; without a mask the key blocks stay on x (heads on x cost 0-1.7% there:
+     * fewer CTAs share a head's Q and dO in L2). The y dimension holds 65535. */
+    const int masked_grid = masked && n_blocks <= 65535;
+    t->heads_on_x = masked_grid;
+    if (masked_grid)
+        set(&t->launch[FLASHBWD_LAUNCH_MAIN], p->heads_q, n_blocks, p->batch,
+            plan->config.smem_bytes);
+    else
+        set(&t->launch[FLASHBWD_LAUNCH_MAIN], n_blocks, p->heads_q, p->batch,
+            plan->config.smem_bytes);
     const int32_t fold = masked ? plan->config.dq_fold_masked : plan->config.dq_fold;
     t->dq_in_main = fold < 0 || p->seqlen_k <= fold;
     const char *force = getenv("FLASHBWD_FORCE_DQ_FOLD");

@@ -414,6 +414,30 @@ static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **sta
             }
 }
 
+/* The main grid: (key blocks, heads, batch); with a mask (causal or a window, where key
+ * blocks differ in length) (heads, key blocks, batch), so each head's longest key block
+ * starts first (src/launches.c). */
+static void test_masked_plans_put_heads_on_main_grid_x(void **state)
+{
+    (void)state;
+    const shape *s = &shapes[2]; /* odd 17 x 1000: 4 heads, 8 key blocks of 128, batch 1 */
+    for (int mask = 0; mask < 3; ++mask) {
+        flashbwd_problem p = planning_problem(90, 128, s);
+        p.causal = mask == 1;
+        if (mask == 2) p.use_window = 1, p.window_left = 100, p.window_right = 100;
+        flashbwd_plan *plan = NULL;
+        assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+        const flashbwd_plan_info info = info_of(plan);
+        const int32_t *g = info.grid[FLASHBWD_LAUNCH_MAIN];
+        const int64_t n_blocks = cdiv(s->seqlen_k, info.block_n);
+        const int64_t x = mask ? s->heads_q : n_blocks, y = mask ? n_blocks : s->heads_q;
+        if (g[0] != x || g[1] != y || g[2] != s->batch)
+            fail_msg("mask %d: main grid %d x %d x %d; expected %lld x %lld x %lld", mask, g[0],
+                     g[1], g[2], (long long)x, (long long)y, (long long)s->batch);
+        flashbwd_plan_destroy(plan);
+    }
+}
+
 /* FLASHBWD_LAUNCH_GRAPH (0: launch the kernels one by one; the GPU suite runs both ways):
  * 0, 1 and unset plan; anything else is INVALID_VALUE naming the variable. */
 static void test_launch_graph_switch_takes_0_or_1(void **state)
@@ -618,6 +642,7 @@ int main(void)
         cmocka_unit_test(test_forced_config_class_picks_older_rows_or_is_invalid),
         cmocka_unit_test(test_forced_dq_fold_sets_the_convert_launch_or_is_invalid),
         cmocka_unit_test(test_launch_graph_switch_takes_0_or_1),
+        cmocka_unit_test(test_masked_plans_put_heads_on_main_grid_x),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
         cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),
