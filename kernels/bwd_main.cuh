@@ -24,8 +24,9 @@
  *   without a mask) or FOLDM (with one) stops at a sequence length. Deterministic mode
  *   needs no count: the CTA with the last turn converts right after adding.
  *
- * Launch: grid (n_blocks, heads_q, batch), FB_NUM_THREADS threads, dynamic shared memory
- *   Cfg::SMEM_BYTES (raised at plan time).
+ * Launch: grid (n_blocks, heads_q, batch), or with a mask (heads_q, n_blocks, batch) so
+ *   that every head's longest key block starts first (p.heads_on_x, src/launches.c);
+ *   FB_NUM_THREADS threads, dynamic shared memory Cfg::SMEM_BYTES (raised at plan time).
  * Pipeline: Q, dO, LSE·log2e and D of a query block travel as one cp.async group into a
  *   ring of STAGES buffers; exactly one group is committed per step, after the P/dS
  *   barrier in the middle of the step (any point past the top barrier would do; there
@@ -47,8 +48,9 @@
  *   a CTA waits for that sum's turn counter (for dQ, the block's count) to reach its
  *   position in a fixed order (key blocks descending; heads of a group ascending), then
  *   adds and advances the counter.
- *   blockIdx.x runs the key blocks backwards, so every wait points at a CTA with a smaller
- *   linear index, which starts earlier: the chain always drains. Descending also means
+ *   The key-block index of the grid runs backwards, so every wait points at a CTA with a
+ *   smaller linear index (same head and batch, or an earlier head of the group at the
+ *   same key block), which starts earlier: the chain always drains. Descending also means
  *   that under a causal mask the shortest CTAs go first and a CTA's turns come after work
  *   its predecessors finished early (shortest-first, as FlashAttention 3 schedules it).
  * Registers: shared-memory addresses are per-lane bases plus immediates (LaneAddr), rebuilt
