@@ -187,8 +187,10 @@ extern "C" int fb_graph_create(const fb_launch_table *table, int device, fb_laun
     try {
         fb_graph_reap(device);
         const Registry &r = registry();
-        if (table->kernel_index < 0 || table->kernel_index >= r.count)
+        if (table->kernel_index < 0 || table->kernel_index >= r.count) {
+            *failed_call = "finding the plan's kernels";
             return (int)cudaErrorInvalidValue;
+        }
         const fb::KernelEntry &e = *r.entries[table->kernel_index];
         auto *g = new fb_launch_graph;
         g->device = device;
@@ -233,7 +235,7 @@ extern "C" int fb_graph_create(const fb_launch_table *table, int device, fb_laun
         *out = g;
         return (int)cudaSuccess;
     } catch (...) {
-        *failed_call = "building the launch graph (out of host memory)";
+        *failed_call = "allocating the graph record (out of host memory)";
         return (int)cudaErrorMemoryAllocation;
     }
 }
