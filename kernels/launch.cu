@@ -145,7 +145,8 @@ fb_launch_graph *released = nullptr; /* queued by fb_graph_release, any device *
 
 void destroy_graph(fb_launch_graph *g)
 {
-    /* Destruction errors have no caller to go to; the handles are gone either way. */
+    /* Destruction errors have no caller to go to; the handles are gone either way. An
+     * executable graph still in flight is freed when it completes (cuGraphExecDestroy). */
     if (g->exec) (void)cudaGraphExecDestroy(g->exec);
     if (g->graph) (void)cudaGraphDestroy(g->graph);
     delete g;
