@@ -23,11 +23,15 @@
  *          a count-in whose wait the kernel cannot fully hide (docs/performance.md).
  *          FOLD serves plans without a mask; FOLDM plans with one (causal or a window),
  *          where the count's cost was measured apart. On the H200 folding gains at hd64
- *          and hd192 at every length, and at hd96/hd128 without a mask (+2..+3% at 4k-16k
+ *          (past FMIN) and hd192 at every length, and at hd96/hd128 without a mask (+2..+3% at 4k-16k
  *          keys); with a mask it is within +-1.3% there, and hd256 loses 3-6% past 2048
  *          keys either way, so those keep 2048 (the launch saving for small problems).
  *          The sm_80/86 rows, not measured on their GPUs, take -1 at hd64 and 2048
  *          elsewhere.
+ *   FMIN   and only when seqlen_k > FMIN (0: from the shortest). Where a CTA has few steps
+ *          the fold's last count-ins, which wait for the CTA's final reductions, are not
+ *          hidden: the H200's hd64 row converts in its own pass up to 1024 keys (+4..+8%
+ *          causal, +4% at 512 keys non-causal; even at 1k non-causal, -1.2% at 2k).
  * Constraints (checked by static_assert in the kernel): every per-warp extent is a multiple
  * of 16, and the shared memory below fits the architecture.
  */
@@ -42,23 +46,23 @@
 #define FB_SMEM_LIMIT_SM86 101376 /* sm_86, sm_89: 99 KB */
 #define FB_SMEM_LIMIT_SM90 232448 /* H100, H200: 227 KB */
 
-/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ LAG FOLD FOLDM  shared memory */
+/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ LAG FOLD FOLDM FMIN  shared memory */
 #define FB_CONFIG_TABLE(X)                                                              \
-    X(80,  64, 128, 128, 2,  4,  4,  4, 0,   -1,   -1) /* 162 KB: BN 128 halves dQ atomics vs 64 */ \
-    X(80,  96,  64, 128, 2,  2,  4,  4, 0, 2048, 2048) /* 129 KB                                 */ \
-    X(80, 128,  64, 128, 2,  2,  4,  2, 0, 2048, 2048) /* 161 KB                                 */ \
-    X(80, 192,  64,  64, 2,  2,  2,  2, 0, 2048, 2048) /* 161 KB                                 */ \
-    X(80, 256,  64,  64, 1,  2,  2,  2, 0, 2048, 2048) /* 144 KB: one stage to fit 163 KB        */ \
-    X(86,  64,  64, 128, 2,  2,  4,  2, 0,   -1,   -1) /* 97 KB                                  */ \
-    X(86,  96,  64,  64, 2,  2,  4,  4, 0, 2048, 2048) /* 89 KB                                  */ \
-    X(86, 128,  64,  64, 1,  2,  4,  2, 0, 2048, 2048) /* 80 KB: one stage to fit 99 KB          */ \
-    X(86, 192,  32,  64, 1,  2,  4,  2, 0, 2048, 2048) /* 80 KB                                  */ \
-    X(86, 256,  32,  32, 1,  2,  2,  2, 0, 2048, 2048) /* 68 KB: 16x8 S/dP warp blocks           */ \
-    X(90,  64, 128, 128, 2,  2,  4,  4, 1,   -1,   -1) /* 194 KB: LAG 1 +1.5..+2.7% from 2k keys  */ \
-    X(90,  96,  64, 128, 2,  2,  4,  4, 0,   -1, 2048) /* 129 KB: LAG 0 is 1-3% above LAG 1      */ \
-    X(90, 128,  64, 128, 2,  2,  4,  2, 0,   -1, 2048) /* 161 KB: LAG 0 is 2-5% above LAG 1      */ \
-    X(90, 192,  64,  64, 2,  2,  2,  2, 1,   -1,   -1) /* 169 KB: LAG 0 spills 136 B, LAG 1 8 B  */ \
-    X(90, 256,  64,  64, 2,  2,  2,  1, 1, 2048, 2048) /* 217 KB: WQ 1 1.4-5.5% above WQ 2       */
+    X(80,  64, 128, 128, 2,  4,  4,  4, 0,   -1,   -1,    0) /* 162 KB: BN 128 halves dQ atomics vs 64 */ \
+    X(80,  96,  64, 128, 2,  2,  4,  4, 0, 2048, 2048,    0) /* 129 KB                                 */ \
+    X(80, 128,  64, 128, 2,  2,  4,  2, 0, 2048, 2048,    0) /* 161 KB                                 */ \
+    X(80, 192,  64,  64, 2,  2,  2,  2, 0, 2048, 2048,    0) /* 161 KB                                 */ \
+    X(80, 256,  64,  64, 1,  2,  2,  2, 0, 2048, 2048,    0) /* 144 KB: one stage to fit 163 KB        */ \
+    X(86,  64,  64, 128, 2,  2,  4,  2, 0,   -1,   -1,    0) /* 97 KB                                  */ \
+    X(86,  96,  64,  64, 2,  2,  4,  4, 0, 2048, 2048,    0) /* 89 KB                                  */ \
+    X(86, 128,  64,  64, 1,  2,  4,  2, 0, 2048, 2048,    0) /* 80 KB: one stage to fit 99 KB          */ \
+    X(86, 192,  32,  64, 1,  2,  4,  2, 0, 2048, 2048,    0) /* 80 KB                                  */ \
+    X(86, 256,  32,  32, 1,  2,  2,  2, 0, 2048, 2048,    0) /* 68 KB: 16x8 S/dP warp blocks           */ \
+    X(90,  64, 128, 128, 2,  2,  4,  4, 1,   -1,   -1, 1024) /* 194 KB: LAG 1 +1.5..+2.7% from 2k keys  */ \
+    X(90,  96,  64, 128, 2,  2,  4,  4, 0,   -1, 2048,    0) /* 129 KB: LAG 0 is 1-3% above LAG 1      */ \
+    X(90, 128,  64, 128, 2,  2,  4,  2, 0,   -1, 2048,    0) /* 161 KB: LAG 0 is 2-5% above LAG 1      */ \
+    X(90, 192,  64,  64, 2,  2,  2,  2, 1,   -1,   -1,    0) /* 169 KB: LAG 0 spills 136 B, LAG 1 8 B  */ \
+    X(90, 256,  64,  64, 2,  2,  2,  1, 1, 2048, 2048,    0) /* 217 KB: WQ 1 1.4-5.5% above WQ 2       */
 
 /* Shared memory of the main kernel, bytes, in the order the kernel lays it out:
  * K and V (BN x HD, 16-bit), then ST stages of Q and dO (BM x HD), then P and 1 + LAG dS

@@ -84,6 +84,7 @@ typedef struct fb_config {
     int32_t dq_lag;          /* LAG: 1 = dQ one step late, from a second dS buffer */
     int32_t dq_fold;         /* FOLD: main kernel converts dQ if seqlen_k <= this; -1 always */
     int32_t dq_fold_masked;  /* FOLDM: the same for plans with a causal mask or a window */
+    int32_t dq_fold_min;     /* FMIN: and only if seqlen_k > this */
     int32_t smem_bytes;
 } fb_config;
 

@@ -7,7 +7,7 @@
  *   convert dQ   (m_blocks, heads_q, batch)   or, folded, grid 0 and not launched
  *   convert dKV  (n_blocks, heads_kv, batch)  GQA only
  * The conversion is folded into the main kernel when seqlen_k is at most the row's FOLD, or
- * for a plan with a mask (causal or a window) its FOLDM (config_table.h).
+ * for a plan with a mask (causal or a window) its FOLDM, and above its FMIN (config_table.h).
  * FLASHBWD_FORCE_DQ_FOLD=0|1 (testing) overrides that, so the GPU suite can run both
  * kernels at any length.
  * The plan also keeps the launches as one CUDA graph (built at plan creation, replayed by
@@ -55,7 +55,7 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
         set(&t->launch[FLASHBWD_LAUNCH_MAIN], n_blocks, p->heads_q, p->batch,
             plan->config.smem_bytes);
     const int32_t fold = masked ? plan->config.dq_fold_masked : plan->config.dq_fold;
-    t->dq_in_main = fold < 0 || p->seqlen_k <= fold;
+    t->dq_in_main = (fold < 0 || p->seqlen_k <= fold) && p->seqlen_k > plan->config.dq_fold_min;
     const char *force = getenv("FLASHBWD_FORCE_DQ_FOLD");
     if (force && *force) {
         FB_FAIL_IF(plan, strcmp(force, "0") && strcmp(force, "1"), FLASHBWD_ERR_INVALID_VALUE,

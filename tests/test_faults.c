@@ -329,7 +329,9 @@ static flashbwd_problem device_problem(int32_t device)
     p.backend = FLASHBWD_BACKEND_CUDA;
     p.device = device;
     p.head_dim = head_dim;
-    p.batch = 2, p.heads_q = 4, p.heads_kv = 4, p.seqlen_q = 100, p.seqlen_k = 200;
+    /* 2000 keys: past every sm_90 row's FMIN, so the plan folds the dQ conversion in (two
+     * launches without GQA), which the graph tests count on. */
+    p.batch = 2, p.heads_q = 4, p.heads_kv = 4, p.seqlen_q = 100, p.seqlen_k = 2000;
     return p;
 }
 
@@ -371,7 +373,7 @@ static bound_plan bound_plan_make(int32_t heads_kv)
     if (st != FLASHBWD_OK) fail_msg("create: %s", flashbwd_last_error());
     size_t ws = 0;
     assert_int_equal(flashbwd_plan_workspace_size(b.plan, &ws), FLASHBWD_OK);
-    const size_t slot = (size_t)1 << 20;
+    const size_t slot = (size_t)4 << 20; /* K and V of 2000 keys: 4 MB each */
     b.mem = aligned_alloc(256, slot * 11 + ws);
     assert_non_null(b.mem);
     for (int32_t id = FLASHBWD_TENSOR_Q; id <= FLASHBWD_TENSOR_DV; ++id)
@@ -802,7 +804,7 @@ static void test_execute_replays_the_graph_and_sets_params_only_when_they_change
         assert_int_equal(fake_calls(C_GRAPH_SET_PARAMS), nodes); /* the first call sets them */
         assert_int_equal(fake_calls(C_GRAPH_LAUNCH), 1);
         assert_int_equal(fake_calls(C_GET_LAST_ERROR), 0);
-        const size_t slot = (size_t)1 << 20;
+        const size_t slot = (size_t)4 << 20; /* K and V of 2000 keys: 4 MB each */
         assert_ptr_equal(last_set_params.dq, (char *)b.mem + slot * FLASHBWD_TENSOR_DQ);
 
         /* Same bindings: one cudaGraphLaunch, nothing set. */

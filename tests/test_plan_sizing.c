@@ -68,12 +68,12 @@ static int32_t expected_kernel_head_dim(int32_t head_dim)
 
 /* The config table, expanded here from the same X-macro the library compiles. */
 typedef struct trow {
-    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm;
+    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin;
 } trow;
 
 static const trow table[] = {
-#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm)                                       \
-    {a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm},
+#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin)                                       \
+    {a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin},
     FB_CONFIG_TABLE(ROW)
 #undef ROW
 };
@@ -260,7 +260,8 @@ static void check_plan(const arch_row *a, int32_t head_dim, const shape *s)
     CHECK_EQ("num_launches", info.num_launches, gqa ? 4 : 3);
     check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_PREPROCESS, m_blocks, s->heads_q, s->batch);
     check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_MAIN, n_blocks, s->heads_q, s->batch);
-    if (row->fold >= 0 && s->seqlen_k > row->fold) { /* its own pass converts dQ */
+    if ((row->fold >= 0 && s->seqlen_k > row->fold) || s->seqlen_k <= row->fmin) {
+        /* its own pass converts dQ */
         check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_CONVERT_DQ, m_blocks, s->heads_q,
                    s->batch);
     } else { /* the main kernel converts dQ: the entry is not launched */
@@ -314,7 +315,8 @@ static void test_config_table_rows_fit_their_arch_and_give_whole_mma_tiles_per_w
         if (c->arch_class != r->arch || c->kernel_head_dim != r->hd || c->block_m != r->bm ||
             c->block_n != r->bn || c->stages != r->st || c->warps_sdp != r->ws ||
             c->warps_dkv != r->wk || c->warps_dq != r->wq || c->dq_lag != r->lag ||
-            c->dq_fold != r->fold || c->dq_fold_masked != r->foldm)
+            c->dq_fold != r->fold || c->dq_fold_masked != r->foldm ||
+            c->dq_fold_min != r->fmin)
             fail_msg("row %d: compiled row differs from FB_CONFIG_TABLE", i);
         if (c->smem_bytes != documented_smem(r))
             fail_msg("row %d (sm_%d, hd %d): smem %d; the documented layout needs %lld", i,
@@ -412,6 +414,33 @@ static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **sta
                              g[2], folded ? "0 (folded)" : "a launch");
                 flashbwd_plan_destroy(plan);
             }
+}
+
+/* FMIN: the sm_90 hd64 row (FOLD and FOLDM -1, FMIN 1024) converts dQ in its own pass up to
+ * 1024 keys and folds it in past that, with or without a mask. */
+static void test_hd64_folds_dq_only_past_fmin(void **state)
+{
+    (void)state;
+    const struct {
+        size_t shape; /* index into shapes */
+        int folded;
+    } cases[] = {{0, 0} /* 1024 keys */, {2, 0} /* 1000 */, {1, 0} /* 1 */, {7, 1} /* 4096 */};
+    for (size_t c = 0; c < COUNT_OF(cases); ++c)
+        for (int causal = 0; causal < 2; ++causal) {
+            const shape *sh = &shapes[cases[c].shape];
+            flashbwd_problem p = planning_problem(90, 64, sh);
+            p.causal = causal;
+            flashbwd_plan *plan = NULL;
+            if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK)
+                fail_msg("%s: %s", sh->name, flashbwd_last_error());
+            const int32_t *g = info_of(plan).grid[FLASHBWD_LAUNCH_CONVERT_DQ];
+            const int folded = (g[0] | g[1] | g[2]) == 0;
+            if (folded != cases[c].folded)
+                fail_msg("hd64 %s, causal %d: convert-dQ grid %d x %d x %d; expected %s",
+                         sh->name, causal, g[0], g[1], g[2],
+                         cases[c].folded ? "0 (folded)" : "a launch");
+            flashbwd_plan_destroy(plan);
+        }
 }
 
 /* The main grid: (key blocks, heads, batch); with a mask (causal or a window, where key
@@ -641,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_config_table_has_one_row_per_class_and_kernel_head_dim),
         cmocka_unit_test(test_forced_config_class_picks_older_rows_or_is_invalid),
         cmocka_unit_test(test_forced_dq_fold_sets_the_convert_launch_or_is_invalid),
+        cmocka_unit_test(test_hd64_folds_dq_only_past_fmin),
         cmocka_unit_test(test_launch_graph_switch_takes_0_or_1),
         cmocka_unit_test(test_masked_plans_put_heads_on_main_grid_x),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
