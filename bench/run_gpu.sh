@@ -46,6 +46,9 @@ if has tests; then
   # kernel: run the unfolded kernels (and the convert pass) too.
   FLASHBWD_FORCE_DQ_FOLD=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_nofold.log" 2>&1
   note "test_gpu with the dQ conversion unfolded rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_nofold.log") ok): $(worst "$OUT/tests_nofold.log")"
+  # ... and the other way round: the hd64 row converts in its own pass up to 1024 keys (FMIN).
+  FLASHBWD_FORCE_DQ_FOLD=1 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_fold.log" 2>&1
+  note "test_gpu with the dQ conversion folded rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_fold.log") ok): $(worst "$OUT/tests_fold.log")"
   # Plans replay their launches as a CUDA graph by default: run the direct launches too.
   FLASHBWD_LAUNCH_GRAPH=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_direct.log" 2>&1
   note "test_gpu with direct launches rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_direct.log") ok): $(worst "$OUT/tests_direct.log")"
