@@ -25,7 +25,9 @@
  *   thread reads that and, if so, the CTA converts. The last blocks are settled after the
  *   loop. The count can still cost long sequences a few % (ptxas spills the answer at
  *   once, so warp 0 waits for it): where it measured so, the config table's FOLD (plans
- *   without a mask) or FOLDM (with one) stops at a sequence length. Deterministic mode
+ *   without a mask) or FOLDM (with one) stops at a sequence length; and with few steps
+ *   per CTA the last count-ins, which wait for the CTA's final reductions, show: there
+ *   FMIN keeps the convert pass (hd64 up to 1024 keys). Deterministic mode
  *   needs no count: the CTA with the last turn converts right after adding.
  *
  * Launch: grid (n_blocks, heads_q, batch), or with a mask (heads_q, n_blocks, batch) so
