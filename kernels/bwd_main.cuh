@@ -20,14 +20,14 @@
  *   the sums. Nothing of this may wait on the atomic, so thread 0 works a step apart:
  *   (1) at a step's mid-step barrier it counts in the previous step's block (LAG: at the
  *   next step's top, before the refill), whose reductions went out before the top
- *   barrier, so the release fence finds them done; (2) a step later, the answer back, it writes to shared
- *   memory whether its count completed the block; (3) after the next top barrier every
- *   thread reads that and, if so, the CTA converts. The last blocks are settled after the
- *   loop. The count can still cost long sequences a few % (ptxas spills the answer at
- *   once, so warp 0 waits for it): where it measured so, the config table's FOLD (plans
- *   without a mask) or FOLDM (with one) stops at a sequence length; and with few steps
- *   per CTA the last count-ins, which wait for the CTA's final reductions, show: there
- *   FMIN keeps the convert pass (hd64 up to 1024 keys). Deterministic mode
+ *   barrier, so the release fence finds them done; (2) a step later, the answer back, it
+ *   writes to shared memory whether its count completed the block; (3) after the next top
+ *   barrier every thread reads that and, if so, the CTA converts. The last blocks are
+ *   settled after the loop. The count can still cost long sequences a few % (ptxas spills
+ *   the answer at once, so warp 0 waits for it): where it measured so, the config table's
+ *   FOLD (plans without a mask) or FOLDM (with one) stops at a sequence length. With few
+ *   steps per CTA the last count-ins, which wait for the CTA's final reductions, show
+ *   instead: there FMIN keeps the convert pass (hd64 up to 1024 keys). Deterministic mode
  *   needs no count: the CTA with the last turn converts right after adding.
  *
  * Launch: grid (n_blocks, heads_q, batch), or with a mask (heads_q, n_blocks, batch) so
@@ -42,11 +42,11 @@
  * Shared memory: sK | sV | sQ[STAGES] | sdO[STAGES] | sP | sdS[1 + LAG] | sLSE[STAGES] |
  *   sD[STAGES].
  * Barriers per step: one CTA barrier at the top (block m landed; every warp is done with
- *   the previous step, so its ring stage, P and dS may be overwritten). dQ = dS·K needs every
- *   warp's dS. With Cfg::DQ_LAG (a config-table column) it
- *   runs at the top of the next step, after that step's CTA barrier, from a second dS
- *   buffer, so between writing P/dS and the dV/dK GEMMs only the warps of one column
- *   slice need to meet (Cfg::PDS_GROUP, a named barrier). Without it a second CTA barrier
+ *   the previous step, so its ring stage, P and dS may be overwritten). dQ = dS·K needs
+ *   every warp's dS. With Cfg::DQ_LAG (a config-table column) it runs at the top of the
+ *   next step, after that step's CTA barrier, from a second dS buffer, so between
+ *   writing P/dS and the dV/dK GEMMs only the warps of one column slice need to meet
+ *   (Cfg::PDS_GROUP, a named barrier). Without it a second CTA barrier
  *   sits there and dQ follows dK in step m. Which is faster depends on the row
  *   (docs/performance.md): LAG frees dQ's registers during dV/dK, which ends the spills
  *   of hd192/256, but costs hd128 2-5%.
@@ -285,10 +285,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
             __syncthreads();
         } else {
             ptx::cp_async_wait<ST - 2>();
-            __syncthreads(); /* block m visible; the last step done by every warp */
+            __syncthreads(); /* block m visible; the previous step done by every warp */
             if constexpr (C::DQ_LAG) count_in(m + 2); /* before the refill's loads, see above */
         }
-        if (FOLD && !p.deterministic && it > 0) { /* settled at the last step's mid-step */
+        if (FOLD && !p.deterministic && it > 0) { /* settled at the previous step's mid-step */
             const int ready = dq_ready[(it - 1) & 1];
             if (ready >= 0) convert_dq(ready);
         }
@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         if (FOLD && !p.deterministic && tid == 0)
             dq_ready[it & 1] = m + 2 < m_end && completes(m + 2) ? m + 2 : -1;
         if constexpr (!C::DQ_LAG) count_in(m + 1);
-        if constexpr (ST > 1) { /* refill the stage the last step used (every warp is past it) */
+        if constexpr (ST > 1) { /* refill the previous step's stage (every warp is past it) */
             if (m - (ST - 1) >= m_begin) load_stage(m - (ST - 1), (it + ST - 1) % ST);
             ptx::cp_async_commit(); /* one group per step, even when empty */
         }

@@ -11,8 +11,9 @@
 #include "internal.h"
 
 static const fb_config rows[] = {
-#define FB_CONFIG_ROW(arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin)                \
-    {arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin, FB_SMEM_MAIN_BYTES(bm, bn, hd, st, lag)},
+#define FB_CONFIG_ROW(arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin)          \
+    {arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin,                             \
+     FB_SMEM_MAIN_BYTES(bm, bn, hd, st, lag)},
     FB_CONFIG_TABLE(FB_CONFIG_ROW)
 #undef FB_CONFIG_ROW
 };

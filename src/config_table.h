@@ -23,9 +23,10 @@
  *          a count-in whose wait the kernel cannot fully hide (docs/performance.md).
  *          FOLD serves plans without a mask; FOLDM plans with one (causal or a window),
  *          where the count's cost was measured apart. On the H200 folding gains at hd64
- *          (past FMIN) and hd192 at every length, and at hd96/hd128 without a mask (+2..+3% at 4k-16k
- *          keys); with a mask it is within +-1.3% there, and hd256 loses 3-6% past 2048
- *          keys either way, so those keep 2048 (the launch saving for small problems).
+ *          (past FMIN) and hd192 at every length, and at hd96/hd128 without a mask
+ *          (+2..+3% at 4k-16k keys); with a mask it is within +-1.3% there, and hd256
+ *          loses 3-6% past 2048 keys either way, so those keep 2048 (the launch saving for
+ *          small problems).
  *          The sm_80/86 rows, not measured on their GPUs, take -1 at hd64 and 2048
  *          elsewhere.
  *   FMIN   and only when seqlen_k > FMIN (0: from the shortest). Where a CTA has few steps

@@ -72,7 +72,7 @@ typedef struct trow {
 } trow;
 
 static const trow table[] = {
-#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin)                                       \
+#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin)                                 \
     {a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin},
     FB_CONFIG_TABLE(ROW)
 #undef ROW
