@@ -55,7 +55,8 @@ if has tests; then
   for t in "$B"/tests/test_*; do
     case "$t" in *test_gpu|*.so*) continue;; esac
     [ -x "$t" ] || continue
-    "$t" >> "$OUT/tests.log" 2>&1; note "$(basename "$t") rc=$?"
+    # rc first: a $(...) in the same word would reset $? before it expands
+    "$t" >> "$OUT/tests.log" 2>&1; rc=$?; note "$(basename "$t") rc=$rc"
   done
 fi
 
