@@ -66,7 +66,7 @@ if has sanitize; then
     level=1; [ $tool = racecheck ] && level=2
     FLASHBWD_GPU_QUICK=$level timeout ${SANITIZE_TIMEOUT:-400} compute-sanitizer --tool $tool \
       --error-exitcode 3 "$B/tests/test_gpu" > "$OUT/sanitize_$tool.log" 2>&1
-    note "compute-sanitizer $tool rc=$? ($(grep -m1 'ERROR SUMMARY' "$OUT/sanitize_$tool.log"))"
+    note "compute-sanitizer $tool rc=$? ($(grep -m1 -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize_$tool.log"))"
   done
   cat "$OUT"/sanitize_*.log > "$OUT/sanitize.log"; rm -f "$OUT"/sanitize_*.log
 fi
