@@ -3,11 +3,13 @@
 #
 # Here, on the build machine, once per variant:
 #   bench/variants.sh build NAME [--ref GITREF] [--sed SED-EXPR] [--dims "64;96;128;192;256"]
+#                                [--cmake -DVAR=VALUE]
 #     copies the working tree (tracked and untracked files git does not ignore), or with
 #     --ref the tree of a commit or branch, to a temp folder, applies SED-EXPR to
 #     src/config_table.h (it must change something), builds only the library for sm_90
 #     and leaves it in variants/NAME/ (ignored by git; name variants in the device call's
-#     carry beside build).
+#     carry beside build). --cmake passes one more cache entry to the configure step, e.g.
+#     --cmake -DFLASHBWD_PTXAS_FLAGS=-regUsageLevel=0 (a ptxas option for the kernels).
 #     Examples: bench/variants.sh build st3 --sed 's/X(90, 128,  64, 128, 2,/X(90, 128,  64, 128, 3,/'
 #               bench/variants.sh build v2 --ref v2-lag
 #     The test binaries in build/ run a variant through the ABI alone, e.g.
@@ -28,14 +30,15 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}
 case "$cmd" in
 build)
-    [ $# -ge 2 ] || { echo "usage: $0 build NAME [--ref GITREF] [--sed SED-EXPR] [--dims D]" >&2; exit 2; }
-    name=$2 ref="" expr="" dims="64;96;128;192;256"
+    [ $# -ge 2 ] || { echo "usage: $0 build NAME [--ref GITREF] [--sed SED-EXPR] [--dims D] [--cmake -DVAR=VALUE]" >&2; exit 2; }
+    name=$2 ref="" expr="" dims="64;96;128;192;256" extra=""
     shift 2
     while [ $# -gt 0 ]; do
         case "$1" in
         --ref) ref=$2 ;;
         --sed) expr=$2 ;;
         --dims) dims=$2 ;;
+        --cmake) extra=$2 ;;
         *) echo "variants.sh: unknown option $1" >&2; exit 2 ;;
         esac
         shift 2
@@ -58,7 +61,7 @@ build)
         diff "$tmp/config_table.orig" "$tmp/src/config_table.h" || true
     fi
     cmake -S "$tmp" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-        -DCMAKE_CUDA_ARCHITECTURES=90 -DFLASHBWD_HEAD_DIMS="$dims" >/dev/null
+        -DCMAKE_CUDA_ARCHITECTURES=90 -DFLASHBWD_HEAD_DIMS="$dims" ${extra:+"$extra"} >/dev/null
     cmake --build "$tmp/build" --target flashbwd
     rm -rf "$repo/variants/$name"
     mkdir -p "$repo/variants/$name"
