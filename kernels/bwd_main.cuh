@@ -308,12 +308,15 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
             const auto bk = operand_addr<LS, TileK, false, false>(sK, warp, lane);
             zero(acc_s);
             warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc_s, a, q_off, bk, 0);   // S = Q·Kᵀ
-            zero(acc_dp);
-            warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc_dp, a, do_off, bk,
-                                                             TileK::BYTES);           // dP = dO·Vᵀ
+            auto gemm_dp = [&] { /* run by softmax_grad between P and dS */
+                zero(acc_dp);
+                warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc_dp, a, do_off, bk,
+                                                                 TileK::BYTES);       // dP = dO·Vᵀ
+            };
+            softmax_grad_tile<LS>(acc_s, acc_dp, lse, dsum, sp, softcap, mask,
+                                  mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, warp, lane,
+                                  gemm_dp);
         }
-        softmax_grad_tile<LS>(acc_s, acc_dp, lse, dsum, sp, softcap, mask,
-                              mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, warp, lane);
         store_frags<LS, TileP, T>(sP, acc_s, 1.0f, warp, lane);
         store_frags<LS, TileP, T>(sdS + buf * TileP::BYTES, acc_dp, 1.0f, warp, lane);
         if constexpr (C::DQ_LAG && C::PDS_GROUP < 8) /* this slice's P, dS visible */
