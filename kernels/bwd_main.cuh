@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     using LQ = typename C::LayoutQ;
     constexpr int BM = C::BLOCK_M, BN = C::BLOCK_N, HD = C::HEAD_DIM, ST = C::STAGES;
     constexpr int NT = C::NUM_THREADS;
+    constexpr bool EARLY_P = (FB_EARLY_P(HD) >> (FOLD ? 1 : 0) & 1) != 0; /* config_table.h */
 
     /* Shared memory, as byte addresses in the shared state space. */
     extern __shared__ __align__(128) unsigned char smem[];
@@ -313,9 +314,9 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
                 warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc_dp, a, do_off, bk,
                                                                  TileK::BYTES);       // dP = dO·Vᵀ
             };
-            softmax_grad_tile<LS>(acc_s, acc_dp, lse, dsum, sp, softcap, mask,
-                                  mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, warp, lane,
-                                  gemm_dp);
+            softmax_grad_tile<LS, EARLY_P>(acc_s, acc_dp, lse, dsum, sp, softcap, mask,
+                                           mask.tile_needs_mask(m0, BM, n0, BN), m0, n0,
+                                           warp, lane, gemm_dp);
         }
         store_frags<LS, TileP, T>(sP, acc_s, 1.0f, warp, lane);
         store_frags<LS, TileP, T>(sdS + buf * TileP::BYTES, acc_dp, 1.0f, warp, lane);

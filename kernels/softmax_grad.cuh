@@ -22,7 +22,7 @@ struct SoftmaxParams {
     float slope_log2;   /* ALiBi slope·log2e, 0 = off */
 };
 
-template <bool SOFTCAP, bool ALIBI, bool MASK, class L, class GemmDp>
+template <bool EARLY, bool SOFTCAP, bool ALIBI, bool MASK, class L, class GemmDp>
 __device__ __forceinline__ void softmax_grad(float (&s)[L::MT][L::NT][4],
                                              float (&dp)[L::MT][L::NT][4],
                                              const float *lse_log2, const float *dsum,
@@ -30,18 +30,21 @@ __device__ __forceinline__ void softmax_grad(float (&s)[L::MT][L::NT][4],
                                              int64_t m0, int64_t n0, int warp, int lane,
                                              GemmDp &gemm_dp)
 {
-    /* Without softcap P needs only S, so it is computed before the dP GEMM and in the same
-     * basic block: ptxas interleaves its ex2 and FFMA with the dP mma instead of leaving
-     * the tensor pipe idle through them. Softcap's factor (1 − tanh²) would hold 32 more
-     * registers across that GEMM, so softcap tiles run the GEMM first, as one loop. */
-    if constexpr (SOFTCAP) gemm_dp();
+    /* EARLY kernels (config_table.h's EARLY_P): on tiles without softcap or ALiBi, P needs
+     * only S, so it is computed before the dP GEMM and in the same basic block, where ptxas
+     * interleaves its ex2 and FFMA with that GEMM's mma instead of leaving the tensor pipe
+     * idle through them. Softcap and ALiBi tiles run the GEMM first and one loop after it
+     * (rare; fewer registers live across the GEMM); other kernels ran it before the
+     * dispatch (softmax_grad_tile). */
+    constexpr bool EARLY_P = EARLY && !SOFTCAP && !ALIBI;
+    if constexpr (EARLY && !EARLY_P) gemm_dp();
     const int c_lane = L::col0(warp) + 2 * (lane & 3);
 #pragma unroll
     for (int mi = 0; mi < L::MT; ++mi)
 #pragma unroll
         for (int hr = 0; hr < 2; ++hr) {
             const int r = L::row0(warp) + 16 * mi + (lane >> 2) + 8 * hr;
-            const float row_lse = lse_log2[r];
+            const float row_lse = lse_log2[r], row_d = dsum[r];
             int lo = 0, hi = 0;
             if constexpr (MASK) mask.row_limits(m0 + r, n0, lo, hi);
             float dist0 = 0.0f; /* i + sk - sq - n0 - c_lane, for ALiBi */
@@ -66,10 +69,10 @@ __device__ __forceinline__ void softmax_grad(float (&s)[L::MT][L::NT][4],
                         if (c < lo || c >= hi) pv = 0.0f;
                     }
                     s[mi][nj][e] = pv;
-                    if constexpr (SOFTCAP) dp[mi][nj][e] = pv * (dp[mi][nj][e] - dsum[r]) * dtanh;
+                    if constexpr (!EARLY_P) dp[mi][nj][e] = pv * (dp[mi][nj][e] - row_d) * dtanh;
                 }
         }
-    if constexpr (!SOFTCAP) {
+    if constexpr (EARLY_P) {
         gemm_dp();
 #pragma unroll
         for (int mi = 0; mi < L::MT; ++mi)
@@ -86,7 +89,7 @@ __device__ __forceinline__ void softmax_grad(float (&s)[L::MT][L::NT][4],
 }
 
 /* Pick the variant for this tile: every feature test is one uniform branch per tile. */
-template <class L, class GemmDp>
+template <class L, bool EARLY, class GemmDp>
 __device__ __forceinline__ void softmax_grad_tile(float (&s)[L::MT][L::NT][4],
                                                   float (&dp)[L::MT][L::NT][4],
                                                   const float *lse_log2, const float *dsum,
@@ -95,8 +98,9 @@ __device__ __forceinline__ void softmax_grad_tile(float (&s)[L::MT][L::NT][4],
                                                   int64_t n0, int warp, int lane,
                                                   GemmDp &gemm_dp)
 {
+    if constexpr (!EARLY) gemm_dp(); /* once, before the dispatch */
 #define FB_SG(SC, AL, MK)                                                                \
-    softmax_grad<SC, AL, MK, L>(s, dp, lse_log2, dsum, sp, mask, m0, n0, warp, lane, gemm_dp)
+    softmax_grad<EARLY, SC, AL, MK, L>(s, dp, lse_log2, dsum, sp, mask, m0, n0, warp, lane, gemm_dp)
     const bool alibi = sp.slope_log2 != 0.0f;
     if (!softcap && !alibi) {
         if (!edge) FB_SG(false, false, false);
