@@ -68,7 +68,7 @@
 /* EARLY_P(hd): which main kernels of head dim hd compute P before the dP GEMM, so that ptxas
  * interleaves the exponentials with that GEMM's mma (kernels/softmax_grad.cuh): bit 0 the
  * unfolded kernel, bit 1 the folded one. */
-#define FB_EARLY_P(hd) 3
+#define FB_EARLY_P(hd) ((hd) == 96 || (hd) == 128 ? 1 : (hd) == 192 ? 0 : 3)
 
 /* Shared memory of the main kernel, bytes, in the order the kernel lays it out:
  * K and V (BN x HD, 16-bit), then ST stages of Q and dO (BM x HD), then P and 1 + LAG dS
