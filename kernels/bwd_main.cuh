@@ -124,6 +124,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     using LQ = typename C::LayoutQ;
     constexpr int BM = C::BLOCK_M, BN = C::BLOCK_N, HD = C::HEAD_DIM, ST = C::STAGES;
     constexpr int NT = C::NUM_THREADS;
+    constexpr bool EARLY_P = (FB_EARLY_P(HD) >> (FOLD ? 1 : 0) & 1) != 0; /* config_table.h */
 
     /* Shared memory, as byte addresses in the shared state space. */
     extern __shared__ __align__(128) unsigned char smem[];
@@ -252,19 +253,37 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     __shared__ int dq_ready[2]; /* per step parity: a block this CTA must convert, or -1 */
 
     /* dQ_m = dS_m·K from dS buffer `buf`, added into block m's fp32 rows. */
+    /* In two halves where the warp's block has 4 row tiles (hd256): the first half's
+     * reductions go out while the second half's mma run, not in one burst after them. */
+    constexpr int DQ_GROUP = LQ::MT >= 4 && LQ::NT % 2 == 0 ? LQ::MT / 2 : 0;
+    constexpr bool DQ_BY_ROW_TILE = DQ_GROUP > 0;
     auto dq_step = [&](int m, int buf) {
         const int lane = lane_id();
         const int64_t m0 = (int64_t)m * BM;
-        float acc_dq[LQ::MT][LQ::NT][4];
         const auto a = operand_addr<LQ, TileP, true, false>(sdS, warp, lane);
         const auto bk = operand_addr<LQ, TileK, false, true>(sK, warp, lane);
-        zero(acc_dq);
-        warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, buf * TileP::BYTES, bk,
-                                                        0);                           // dQ = dS·K
         int32_t *sem = p.deterministic ? dq_count(m) : nullptr;
-        if (sem)
-            wait_turn(sem, mask.last_n_block(m, BM, BN, (si.sk + BN - 1) / BN) - n_block, tid);
-        red_add_frags<LQ, NT>(p.dq_accum + (ws_q + m0) * HD, acc_dq, 1.0f, tid);
+        auto wait = [&] {
+            if (sem)
+                wait_turn(sem, mask.last_n_block(m, BM, BN, (si.sk + BN - 1) / BN) - n_block,
+                          tid);
+        };
+        if constexpr (DQ_BY_ROW_TILE) {
+            wait();
+            constexpr int RT = DQ_GROUP > 0 ? DQ_GROUP : 1;
+            warp_gemm_by_row_tiles<LQ, RT, TileP, TileK, true, BN, T>(               // dQ = dS·K
+                a, buf * TileP::BYTES, bk, 0, [&](int mi0, const float(&acc)[RT][LQ::NT][4]) {
+                    red_add_row_tiles<LQ, RT, NT>(p.dq_accum + (ws_q + m0) * HD, mi0, acc,
+                                                  tid);
+                });
+        } else {
+            float acc_dq[LQ::MT][LQ::NT][4];
+            zero(acc_dq);
+            warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, buf * TileP::BYTES,
+                                                            bk, 0);                   // dQ = dS·K
+            wait();
+            red_add_frags<LQ, NT>(p.dq_accum + (ws_q + m0) * HD, acc_dq, 1.0f, tid);
+        }
         if (sem) {
             pass_turn(sem, tid);
             if (FOLD && n_block == mask.first_n_block(m, BM, BN)) { /* the last turn */
@@ -308,12 +327,15 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
             const auto bk = operand_addr<LS, TileK, false, false>(sK, warp, lane);
             zero(acc_s);
             warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc_s, a, q_off, bk, 0);   // S = Q·Kᵀ
-            zero(acc_dp);
-            warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc_dp, a, do_off, bk,
-                                                             TileK::BYTES);           // dP = dO·Vᵀ
+            auto gemm_dp = [&] { /* run by softmax_grad between P and dS */
+                zero(acc_dp);
+                warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc_dp, a, do_off, bk,
+                                                                 TileK::BYTES);       // dP = dO·Vᵀ
+            };
+            softmax_grad_tile<LS, EARLY_P>(acc_s, acc_dp, lse, dsum, sp, softcap, mask,
+                                           mask.tile_needs_mask(m0, BM, n0, BN), m0, n0,
+                                           warp, lane, gemm_dp);
         }
-        softmax_grad_tile<LS>(acc_s, acc_dp, lse, dsum, sp, softcap, mask,
-                              mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, warp, lane);
         store_frags<LS, TileP, T>(sP, acc_s, 1.0f, warp, lane);
         store_frags<LS, TileP, T>(sdS + buf * TileP::BYTES, acc_dp, 1.0f, warp, lane);
         if constexpr (C::DQ_LAG && C::PDS_GROUP < 8) /* this slice's P, dS visible */

@@ -22,13 +22,22 @@ struct SoftmaxParams {
     float slope_log2;   /* ALiBi slope·log2e, 0 = off */
 };
 
-template <bool SOFTCAP, bool ALIBI, bool MASK, class L>
+template <bool EARLY, bool SOFTCAP, bool ALIBI, bool MASK, class L, class GemmDp>
 __device__ __forceinline__ void softmax_grad(float (&s)[L::MT][L::NT][4],
                                              float (&dp)[L::MT][L::NT][4],
                                              const float *lse_log2, const float *dsum,
                                              const SoftmaxParams &sp, const Mask &mask,
-                                             int64_t m0, int64_t n0, int warp, int lane)
+                                             int64_t m0, int64_t n0, int warp, int lane,
+                                             GemmDp &gemm_dp)
 {
+    /* EARLY kernels (config_table.h's EARLY_P): on tiles without softcap or ALiBi, P needs
+     * only S, so it is computed before the dP GEMM and in the same basic block, where ptxas
+     * interleaves its ex2 and FFMA with that GEMM's mma instead of leaving the tensor pipe
+     * idle through them. Softcap and ALiBi tiles run the GEMM first and one loop after it
+     * (rare; fewer registers live across the GEMM); other kernels ran it before the
+     * dispatch (softmax_grad_tile). */
+    constexpr bool EARLY_P = EARLY && !SOFTCAP && !ALIBI;
+    if constexpr (EARLY && !EARLY_P) gemm_dp();
     const int c_lane = L::col0(warp) + 2 * (lane & 3);
 #pragma unroll
     for (int mi = 0; mi < L::MT; ++mi)
@@ -60,23 +69,38 @@ __device__ __forceinline__ void softmax_grad(float (&s)[L::MT][L::NT][4],
                         if (c < lo || c >= hi) pv = 0.0f;
                     }
                     s[mi][nj][e] = pv;
-                    dp[mi][nj][e] = SOFTCAP ? pv * (dp[mi][nj][e] - row_d) * dtanh
-                                            : pv * (dp[mi][nj][e] - row_d);
+                    if constexpr (!EARLY_P) dp[mi][nj][e] = pv * (dp[mi][nj][e] - row_d) * dtanh;
                 }
         }
+    if constexpr (EARLY_P) {
+        gemm_dp();
+#pragma unroll
+        for (int mi = 0; mi < L::MT; ++mi)
+#pragma unroll
+            for (int hr = 0; hr < 2; ++hr) {
+                const float row_d = dsum[L::row0(warp) + 16 * mi + (lane >> 2) + 8 * hr];
+#pragma unroll
+                for (int nj = 0; nj < L::NT; ++nj)
+#pragma unroll
+                    for (int e = 2 * hr; e < 2 * hr + 2; ++e)
+                        dp[mi][nj][e] = s[mi][nj][e] * (dp[mi][nj][e] - row_d);
+            }
+    }
 }
 
 /* Pick the variant for this tile: every feature test is one uniform branch per tile. */
-template <class L>
+template <class L, bool EARLY, class GemmDp>
 __device__ __forceinline__ void softmax_grad_tile(float (&s)[L::MT][L::NT][4],
                                                   float (&dp)[L::MT][L::NT][4],
                                                   const float *lse_log2, const float *dsum,
                                                   const SoftmaxParams &sp, bool softcap,
                                                   const Mask &mask, bool edge, int64_t m0,
-                                                  int64_t n0, int warp, int lane)
+                                                  int64_t n0, int warp, int lane,
+                                                  GemmDp &gemm_dp)
 {
+    if constexpr (!EARLY) gemm_dp(); /* once, before the dispatch */
 #define FB_SG(SC, AL, MK)                                                                \
-    softmax_grad<SC, AL, MK, L>(s, dp, lse_log2, dsum, sp, mask, m0, n0, warp, lane)
+    softmax_grad<EARLY, SC, AL, MK, L>(s, dp, lse_log2, dsum, sp, mask, m0, n0, warp, lane, gemm_dp)
     const bool alibi = sp.slope_log2 != 0.0f;
     if (!softcap && !alibi) {
         if (!edge) FB_SG(false, false, false);

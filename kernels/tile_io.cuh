@@ -170,4 +170,19 @@ __device__ __forceinline__ void red_add_frags(float *chunk, const float (&acc)[L
         }
 }
 
+/* The same for RT row tiles of the block from mi0 on (warp_gemm_by_row_tiles' output). */
+template <class L, int RT, int THREADS>
+__device__ __forceinline__ void red_add_row_tiles(float *chunk, int mi0,
+                                                  const float (&acc)[RT][L::NT][4], int tid)
+{
+    float *mine = chunk + accum_index<THREADS>(tid, 0);
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+        for (int nj = 0; nj < L::NT; ++nj)
+            ptx::red_global_add_v4_f32(
+                mine + accum_index<THREADS>(0, ((mi0 + r) * L::NT + nj) * 4), acc[r][nj][0],
+                acc[r][nj][1], acc[r][nj][2], acc[r][nj][3]);
+}
+
 } // namespace fb

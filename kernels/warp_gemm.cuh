@@ -82,6 +82,49 @@ __device__ __forceinline__ void warp_gemm(float (&acc)[L::MT][L::NT][4],
     }
 }
 
+/* A GEMM whose output goes straight into fp32 sums in global memory (dQ = dS·K), in
+ * groups of RT 16-row tiles of the warp's block: each group's NT x RT vector reductions
+ * are issued (by `emit(mi0, acc)`) while the next group's mma run, so the reductions
+ * drain behind work instead of stalling the warp in one burst of MT x NT. B's fragments
+ * are loaded once per group. */
+template <class L, int RT, class TileA, class TileB, bool B_KMAJOR, int K, typename T,
+          class Emit>
+__device__ __forceinline__ void warp_gemm_by_row_tiles(const LaneAddr<TileA, 16> &a,
+                                                       uint32_t a_off,
+                                                       const LaneAddr<TileB, 16> &b,
+                                                       uint32_t b_off, Emit emit)
+{
+    static_assert(L::MT % RT == 0 && L::NT % 2 == 0, "whole groups, B tiles in pairs");
+#pragma unroll
+    for (int mi0 = 0; mi0 < L::MT; mi0 += RT) {
+        float acc[RT][L::NT][4];
+#pragma unroll
+        for (int r = 0; r < RT; ++r)
+#pragma unroll
+            for (int nj = 0; nj < L::NT; ++nj)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[r][nj][e] = 0.0f;
+#pragma unroll
+        for (int k0 = 0; k0 < K; k0 += 16) {
+            uint32_t af[RT][4];
+#pragma unroll
+            for (int r = 0; r < RT; ++r) ptx::ldmatrix_x4(af[r], a.at(16 * (mi0 + r), k0) + a_off);
+#pragma unroll
+            for (int nj = 0; nj < L::NT; nj += 2) {
+                uint32_t bf[4];
+                if constexpr (!B_KMAJOR) ptx::ldmatrix_x4(bf, b.at(8 * nj, k0) + b_off);
+                else ptx::ldmatrix_x4_trans(bf, b.at(k0, 8 * nj) + b_off);
+#pragma unroll
+                for (int r = 0; r < RT; ++r) {
+                    ptx::mma_m16n8k16<T>(acc[r][nj], af[r], bf[0], bf[1]);
+                    ptx::mma_m16n8k16<T>(acc[r][nj + 1], af[r], bf[2], bf[3]);
+                }
+            }
+        }
+        emit(mi0, acc);
+    }
+}
+
 /* Zero an accumulator. */
 template <int MT, int NT> __device__ __forceinline__ void zero(float (&acc)[MT][NT][4])
 {

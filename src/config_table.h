@@ -65,6 +65,11 @@
     X(90, 192,  64,  64, 2,  2,  2,  2, 1,   -1,   -1,    0) /* 169 KB: LAG 0 spills 136 B, LAG 1 8 B  */ \
     X(90, 256,  64,  64, 2,  2,  2,  1, 1, 2048, 2048,    0) /* 217 KB: WQ 1 1.4-5.5% above WQ 2       */
 
+/* EARLY_P(hd): which main kernels of head dim hd compute P before the dP GEMM, so that ptxas
+ * interleaves the exponentials with that GEMM's mma (kernels/softmax_grad.cuh): bit 0 the
+ * unfolded kernel, bit 1 the folded one. */
+#define FB_EARLY_P(hd) ((hd) == 96 || (hd) == 128 ? 1 : (hd) == 192 ? 0 : 3)
+
 /* Shared memory of the main kernel, bytes, in the order the kernel lays it out:
  * K and V (BN x HD, 16-bit), then ST stages of Q and dO (BM x HD), then P and 1 + LAG dS
  * buffers (BM x BN), then ST stages of the fp32 row statistics LSE*log2(e) and D (BM floats
