@@ -23,10 +23,12 @@
  *          a count-in whose wait the kernel cannot fully hide (docs/performance.md).
  *          FOLD serves plans without a mask; FOLDM plans with one (causal or a window),
  *          where the count's cost was measured apart. On the H200 folding gains at hd64
- *          (past FMIN) and hd192 at every length, and at hd96/hd128 without a mask
- *          (+2..+3% at 4k-16k keys); with a mask it is within +-1.3% there, and hd256
- *          loses 3-6% past 2048 keys either way, so those keep 2048 (the launch saving for
- *          small problems).
+ *          (past FMIN) and hd192 at every length, and at hd96 without a mask (+2..+3% at
+ *          4k-16k keys); with a mask it is within +-1.3% there, and hd256 loses 3-6% past
+ *          2048 keys either way, so those keep 2048 (the launch saving for small problems).
+ *          hd128 keeps 2048 without a mask too: its unfolded kernel computes P early (below)
+ *          and the folded one cannot without spilling dK/dV, so past 2048 keys the
+ *          unfolded kernel is +1.9..+2.8% above the folded one.
  *          The sm_80/86 rows, not measured on their GPUs, take -1 at hd64 and 2048
  *          elsewhere.
  *   FMIN   and only when seqlen_k > FMIN (0: from the shortest). Where a CTA has few steps
@@ -61,13 +63,16 @@
     X(86, 256,  32,  32, 1,  2,  2,  2, 0, 2048, 2048,    0) /* 68 KB: 16x8 S/dP warp blocks           */ \
     X(90,  64, 128, 128, 2,  2,  4,  4, 1,   -1,   -1, 1024) /* 194 KB: LAG 1 +1.5..+2.7% from 2k keys  */ \
     X(90,  96,  64, 128, 2,  2,  4,  4, 0,   -1, 2048,    0) /* 129 KB: LAG 0 is 1-3% above LAG 1      */ \
-    X(90, 128,  64, 128, 2,  2,  4,  2, 0,   -1, 2048,    0) /* 161 KB: LAG 0 is 2-5% above LAG 1      */ \
+    X(90, 128,  64, 128, 2,  2,  4,  2, 0, 2048, 2048,    0) /* 161 KB: LAG 0 is 2-5% above LAG 1      */ \
     X(90, 192,  64,  64, 2,  2,  2,  2, 1,   -1,   -1,    0) /* 169 KB: LAG 0 spills 136 B, LAG 1 8 B  */ \
     X(90, 256,  64,  64, 2,  2,  2,  1, 1, 2048, 2048,    0) /* 217 KB: WQ 1 1.4-5.5% above WQ 2       */
 
 /* EARLY_P(hd): which main kernels of head dim hd compute P before the dP GEMM, so that ptxas
  * interleaves the exponentials with that GEMM's mma (kernels/softmax_grad.cuh): bit 0 the
- * unfolded kernel, bit 1 the folded one. */
+ * unfolded kernel, bit 1 the folded one. Measured on the H200 against P after the GEMM:
+ * hd64 +1..+3.8% and hd256 +1..+2.5% with both; hd96/hd128 unfolded +2.5..+6% (no spills,
+ * where the late order spilled 36-40 B), but their folded kernels then keep 16 of the dK/dV
+ * accumulators in local memory (-3.5..-5%); hd192 not measured, left late. */
 #define FB_EARLY_P(hd) ((hd) == 96 || (hd) == 128 ? 1 : (hd) == 192 ? 0 : 3)
 
 /* Shared memory of the main kernel, bytes, in the order the kernel lays it out:

@@ -375,8 +375,8 @@ static void expect_env_rejected(int32_t st, const flashbwd_plan *plan, const cha
 /* FLASHBWD_FORCE_DQ_FOLD (the GPU suite uses it to run both main kernels at any length):
  * 1 folds the dQ conversion into the main kernel (convert-dQ grid 0), 0 keeps its own
  * pass, anything else is INVALID_VALUE naming the variable. Unset, the table decides: on
- * sm_90 hd128 folds at every length without a mask (FOLD -1) and up to 2048 keys with a
- * causal mask or a window (FOLDM 2048). */
+ * sm_90 hd128 folds up to 2048 keys, without a mask (FOLD 2048) and with a causal mask or
+ * a window (FOLDM 2048). */
 static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **state)
 {
     (void)state;
@@ -404,9 +404,8 @@ static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **sta
                     fail_msg("force \"%s\", %s: %s", cases[c].force, mask_names[mask],
                              flashbwd_last_error());
                 const flashbwd_plan_info info = info_of(plan);
-                const int folded = cases[c].want >= 0 ? cases[c].want
-                                   : mask == NO_MASK  ? 1
-                                                      : shapes[s].seqlen_k <= 2048;
+                const int folded =
+                    cases[c].want >= 0 ? cases[c].want : shapes[s].seqlen_k <= 2048;
                 const int32_t *g = info.grid[FLASHBWD_LAUNCH_CONVERT_DQ];
                 if (folded ? (g[0] | g[1] | g[2]) != 0 : g[0] <= 0 || g[1] <= 0 || g[2] <= 0)
                     fail_msg("force \"%s\", %s, %s: convert-dQ grid %d x %d x %d; expected %s",
