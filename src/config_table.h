@@ -70,9 +70,10 @@
 /* EARLY_P(hd): which main kernels of head dim hd compute P before the dP GEMM, so that ptxas
  * interleaves the exponentials with that GEMM's mma (kernels/softmax_grad.cuh): bit 0 the
  * unfolded kernel, bit 1 the folded one. Measured on the H200 against P after the GEMM:
- * hd64 +1..+3.8% and hd256 +1..+2.5% with both; hd96/hd128 unfolded +2.5..+6% (no spills,
- * where the late order spilled 36-40 B), but their folded kernels then keep 16 of the dK/dV
- * accumulators in local memory (-3.5..-5%); hd192 not measured, left late. */
+ * hd64 +1.1..+3.8% and hd256 +0.1..+2.4% with both; hd96/hd128 unfolded +2.5..+6.2% (no
+ * spills, where the late order spilled 28-40 B), but hd128's folded kernel then keeps 16 of
+ * the dK/dV accumulators in local memory (-2.7..-5.6%; hd96's folded kernel, spilling 60 B
+ * where late spills 20, was not run); hd192 not measured, left late. */
 #define FB_EARLY_P(hd) ((hd) == 96 || (hd) == 128 ? 1 : (hd) == 192 ? 0 : 3)
 
 /* Shared memory of the main kernel, bytes, in the order the kernel lays it out:
