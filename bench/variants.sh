@@ -7,9 +7,10 @@
 #     copies the working tree (tracked and untracked files git does not ignore), or with
 #     --ref the tree of a commit or branch, to a temp folder, applies SED-EXPR to
 #     src/config_table.h (it must change something), builds only the library for sm_90
-#     and leaves it in variants/NAME/ (ignored by git; name variants in the device call's
-#     carry beside build). --cmake passes one more cache entry to the configure step, e.g.
-#     --cmake -DFLASHBWD_PTXAS_FLAGS=-regUsageLevel=0 (a ptxas option for the kernels).
+#     and leaves it in variants/NAME/, or $VARIANTS_DIR/NAME/ (ignored by git; name variants
+#     in the device call's carry beside build). --cmake passes one more cache entry to the
+#     configure step, e.g. --cmake -DFLASHBWD_PTXAS_FLAGS=-regUsageLevel=0 (a ptxas option
+#     for the kernels).
 #     Examples: bench/variants.sh build st3 --sed 's/X(90, 128,  64, 128, 2,/X(90, 128,  64, 128, 3,/'
 #               bench/variants.sh build v2 --ref v2-lag
 #     The test binaries in build/ run a variant through the ABI alone, e.g.
@@ -24,7 +25,8 @@
 #     VARIANTS_BUDGET_S=N: the first pass runs every variant; the second starts no run
 #     after N seconds, and the summary uses what finished. Use it instead of an outer
 #     `timeout`, which kills the summary with the runs. VARIANTS_DIR replaces variants/
-#     (tests/variants_script.sh runs the script on a fake bench that way).
+#     (tests/variants_script.sh runs the script on a fake bench that way). A folder with
+#     no variant in it is an error, not a table of the current build alone.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cmd=${1:-}
@@ -63,10 +65,11 @@ build)
     cmake -S "$tmp" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_CUDA_ARCHITECTURES=90 -DFLASHBWD_HEAD_DIMS="$dims" ${extra:+"$extra"} >/dev/null
     cmake --build "$tmp/build" --target flashbwd
-    rm -rf "$repo/variants/$name"
-    mkdir -p "$repo/variants/$name"
-    cp -a "$tmp/build"/libflashbwd.so* "$repo/variants/$name/"
-    echo "variants/$name: built"
+    vdir=${VARIANTS_DIR:-$repo/variants}
+    rm -rf "${vdir:?}/$name"
+    mkdir -p "$vdir/$name"
+    cp -a "$tmp/build"/libflashbwd.so* "$vdir/$name/"
+    echo "$vdir/$name: built"
     ;;
 run)
     shift
@@ -75,6 +78,10 @@ run)
     names=(current)
     vdir=${VARIANTS_DIR:-$repo/variants}
     for d in "$vdir"/*/; do [ -d "$d" ] && names+=("$(basename "$d")"); done
+    if [ ${#names[@]} -lt 2 ]; then # a table of the current build alone looks like a result
+        echo "variants.sh: no variant folders in $vdir (build them there, or set VARIANTS_DIR)" >&2
+        exit 1
+    fi
     order=("${names[@]}")
     budget=${VARIANTS_BUDGET_S:-0} started=$SECONDS
     for pass in 1 2; do

@@ -2,7 +2,7 @@
 # variants_script.sh — bench/variants.sh run, on a fake flashbwd_bench: the summary reads the
 # bench's rows (plain and tagged window rows), keeps the better of two passes per variant,
 # divides by the current build; with VARIANTS_BUDGET_S the second pass is cut and the
-# summary still comes out, from the first pass.
+# summary still comes out, from the first pass; a folder without variants is an error.
 #
 #   variants_script.sh REPO_ROOT
 set -euo pipefail
@@ -51,4 +51,11 @@ expect "both passes, window row" "$out" '^ 128      1   4096 \|      102\.0     
 out=$(FAKE_SLEEP=1 VARIANTS_BUDGET_S=1 run)
 expect "budget: first pass only" "$out" '^ 128      0   4096 \|      100\.0      110\.0       90\.0 \| 1\.100 0\.900$'
 grep -q "skipping pass 2" "$tmp/stderr" || { echo "FAIL: the budget skipped nothing" >&2; exit 1; }
-echo "PASS: variants.sh summarizes both passes, tagged rows and a budget-cut run"
+empty=$tmp/empty; mkdir -p "$empty"
+if FAKE_STATE=$tmp FLASHBWD_BENCH=$tmp/bench VARIANTS_DIR=$empty \
+    bash "$root/bench/variants.sh" run >"$tmp/out" 2>"$tmp/stderr"; then
+    echo "FAIL: a folder without variants gave exit 0:" >&2; cat "$tmp/out" >&2; exit 1
+fi
+grep -q "no variant folders in $empty" "$tmp/stderr" ||
+    { echo "FAIL: no message naming the empty folder:" >&2; cat "$tmp/stderr" >&2; exit 1; }
+echo "PASS: variants.sh summarizes both passes, tagged rows and a budget-cut run, and refuses an empty folder"
