@@ -8,6 +8,7 @@
  * tiles come last. Per query block m (flash-backward-reference.md §1.1, §1.4):
  *   S  = Q·Kᵀ,  dP = dO·Vᵀ                         (registers, fp32)
  *   P  = exp2(S·scale·log2e − LSE·log2e),  dS = P∘(dP − D)   [softcap, ALiBi, masks]
+ *        (with EARLY_P, P between the S and dP GEMMs: softmax_grad.cuh)
  *   P, dS → shared memory (16-bit, swizzled)
  *   dV += Pᵀ·dO,  dK += dSᵀ·Q                      (registers, across all m)
  *   dQ_m = dS·K  → red.global.add into the fp32 dq_accum chunk of block m
