@@ -1,7 +1,8 @@
 /* warp_layout.cuh — which part of a GEMM's output tile each warp and lane owns.
  *
- * The 8 warps of a CTA split an M x N output as WM warps along M by 8/WM along N; warp w
- * owns the contiguous block rows [wm*TM, +TM), columns [wn*TN, +TN) with wm = w % WM and
+ * WARPS warps (the CTA's 8, or one 4-warp group of the split kernel) split an M x N
+ * output as WM warps along M by WARPS/WM along N; warp w (counted within its group) owns
+ * the contiguous block rows [wm*TM, +TM), columns [wn*TN, +TN) with wm = w % WM and
  * wn = w / WM, or, when ROWS_OUTER, wm = w / WN and wn = w % WN (neighbouring warps share
  * rows: the main kernel uses it so that the warps needing one slice of P and dS are the
  * warps that produced it, and a barrier over that group suffices). Inside it the warp
@@ -15,12 +16,12 @@
 
 namespace fb {
 
-template <int M, int N, int WM, bool ROWS_OUTER = false> struct WarpLayout {
-    static constexpr int WN = 8 / WM;
+template <int M, int N, int WM, bool ROWS_OUTER = false, int WARPS = 8> struct WarpLayout {
+    static constexpr int WN = WARPS / WM;
     static constexpr int TM = M / WM, TN = N / WN; /* per-warp extent */
     static constexpr int MT = TM / 16, NT = TN / 8; /* mma tiles per warp */
     static constexpr int REGS = MT * NT * 4;        /* accumulator floats per lane */
-    static_assert(WM * WN == 8, "8 warps");
+    static_assert(WM * WN == WARPS, "WM divides WARPS");
     static_assert(TM % 16 == 0 && TN % 8 == 0, "per-warp blocks of whole 16x8 mma tiles");
 
     __host__ __device__ static constexpr int row_block(int warp)
