@@ -79,8 +79,6 @@
 
 namespace fb {
 
-constexpr float LOG2E = 1.4426950408889634f;
-
 /* Deterministic mode: wait until *sem reaches turn (thread 0 spins; the CTA then syncs).
  * ">=" rather than "==": with valid lengths the counter never passes a waiting turn, and
  * with contradictory ones (sequences sharing workspace rows) it may, but then the wait

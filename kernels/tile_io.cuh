@@ -124,6 +124,13 @@ template <> __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi
     return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/* A 32-bit pair of 16-bit values as two floats, the low half first. */
+template <typename T> __device__ __forceinline__ float2 unpack2(uint32_t v)
+{
+    const T *h = reinterpret_cast<const T *>(&v);
+    return make_float2((float)h[0], (float)h[1]);
+}
+
 /* Eight 16-bit values (one 16-byte chunk) as floats. */
 template <typename T> __device__ __forceinline__ void unpack8(const uint4 &u, float (&f)[8])
 {
