@@ -12,8 +12,22 @@
 
 namespace fb {
 
+/* The warps along M (of 4) that make a 4-warp group's M x N blocks the least operand bytes
+ * per mma: the smallest TM + TN (ties: more warps along M), with whole tiles and an even
+ * number of 8-column tiles (the split kernel reads P back two tiles at a time). */
+constexpr int split_warps_m(int m, int n)
+{
+    int best = 0;
+    for (int wm = 1; wm <= 4; wm *= 2) {
+        const int tm = m / wm, tn = n / (4 / wm);
+        if (tm % 16 || tn % 16) continue;
+        if (!best || tm + tn <= m / best + n / (4 / best)) best = wm;
+    }
+    return best;
+}
+
 template <typename T_, int ARCH_, int HD_, int BM_, int BN_, int ST_, int WS_, int WK_, int WQ_,
-          int LAG_>
+          int LAG_, int SST_ = 0>
 struct BwdConfig {
     using T = T_;
     static constexpr int ARCH = ARCH_;    /* config-table class: 80, 86 or 90 */
@@ -28,6 +42,13 @@ struct BwdConfig {
     using LayoutS = WarpLayout<BM_, BN_, WS_>;  /* S = Q Kᵀ and dP = dO Vᵀ */
     using LayoutKV = WarpLayout<BN_, HD_, WK_, true>; /* dV = Pᵀ dO and dK = dSᵀ Q */
     using LayoutQ = WarpLayout<BM_, HD_, WQ_>;  /* dQ = dS K */
+
+    /* The split kernel (bwd_split.cuh): each group's 4-warp layouts of S/dP and dV/dK (dQ
+     * keeps LayoutQ, so the fp32 sums have one layout), its ring depth and shared memory. */
+    static constexpr int SPLIT_STAGES = SST_;
+    using SplitLayoutS = WarpLayout<BM_, BN_, split_warps_m(BM_, BN_), false, 4>;
+    using SplitLayoutKV = WarpLayout<BN_, HD_, split_warps_m(BN_, HD_), false, 4>;
+    static constexpr int SPLIT_SMEM_BYTES = FB_SMEM_SPLIT_BYTES(BM_, BN_, HD_, SST_);
 
     static constexpr int DS_BUFFERS = 1 + LAG_;
     static constexpr int SMEM_BYTES = FB_SMEM_MAIN_BYTES(BM_, BN_, HD_, ST_, LAG_);

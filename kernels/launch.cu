@@ -96,9 +96,9 @@ extern "C" int fb_kernel_prepare(int kernel_index, int smem_bytes)
         if (err != cudaSuccess) return (int)err;
         const int needed = e.key.arch == 90 ? 90 : 80;
         if (attr.ptxVersion < needed) return (int)cudaErrorNoKernelImageForDevice;
-        for (const void *fn : e.main_fn) /* the plan picks one at execute; raise both */
-            if ((err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            smem_bytes)) != cudaSuccess)
+        for (const void *fn : e.main_fn) /* the plan picks one at execute; raise all */
+            if (fn && (err = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  smem_bytes)) != cudaSuccess)
                 return (int)err;
         return (int)cudaSuccess;
     } catch (...) {
@@ -209,7 +209,7 @@ extern "C" int fb_graph_create(const fb_launch_table *table, int device, fb_laun
             if (l.grid[0] == 0) continue; /* convert dQ when folded */
             cudaKernelNodeParams &k = g->node_params[g->node_count];
             k.func = const_cast<void *>(slot == FLASHBWD_LAUNCH_MAIN
-                                            ? e.main_fn[table->dq_in_main ? 1 : 0]
+                                            ? e.main_fn[table->split ? 2 : table->dq_in_main]
                                             : e.slot_fn[slot]);
             k.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
             k.blockDim = dim3(l.block[0], l.block[1], l.block[2]);

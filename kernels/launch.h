@@ -73,6 +73,7 @@ typedef struct fb_launch_table {
     int32_t kernel_index;   /* index into the compiled kernel registry */
     int32_t num_launches;   /* table entries: 3, or 4 with GQA */
     int32_t dq_in_main;     /* 1: the main kernel converts dQ; the convert-dQ grid is 0 */
+    int32_t split;          /* 1: the split kernel (bwd_split.cuh) is the main launch */
     int32_t heads_on_x;     /* fb_bwd_params.heads_on_x */
     fb_launch_dims launch[4];
 } fb_launch_table;

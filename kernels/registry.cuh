@@ -6,6 +6,7 @@
 
 #include "bwd_main.cuh"
 #include "bwd_prepost.cuh"
+#include "bwd_split.cuh"
 #include "flashbwd.h"
 #include "launch.h"
 
@@ -13,7 +14,8 @@ namespace fb {
 
 struct KernelEntry {
     fb_kernel_key key;
-    const void *main_fn[2]; /* the main kernel without, with the dQ conversion (attributes) */
+    const void *main_fn[3]; /* the main kernel without, with the dQ conversion; the split
+                               kernel, or NULL where the row has none (attributes) */
     cudaError_t (*launch)(const fb_bwd_params &, const fb_launch_table &, cudaStream_t);
     /* The kernel of each launch-table slot (the main slot's with FOLD off), for graphs. */
     const void *slot_fn[FLASHBWD_LAUNCH_CONVERT_DKV + 1];
@@ -34,10 +36,16 @@ cudaError_t launch_backward(const fb_bwd_params &p, const fb_launch_table &t, cu
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     dims(FLASHBWD_LAUNCH_MAIN, g, b);
     const int smem = t.launch[FLASHBWD_LAUNCH_MAIN].smem_bytes;
-    if (t.dq_in_main) /* then FLASHBWD_LAUNCH_CONVERT_DQ has grid 0 */
+    bool split = false; /* the plan sets t.split only where the row has a split kernel */
+    if constexpr (C::SPLIT_STAGES > 0) {
+        if ((split = t.split)) bwd_split_kernel<C><<<g, b, smem, s>>>(p);
+    }
+    if (split) {
+    } else if (t.dq_in_main) { /* then FLASHBWD_LAUNCH_CONVERT_DQ has grid 0 */
         bwd_main_kernel<C, true><<<g, b, smem, s>>>(p);
-    else
+    } else {
         bwd_main_kernel<C, false><<<g, b, smem, s>>>(p);
+    }
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     if (!t.dq_in_main) {
         dims(FLASHBWD_LAUNCH_CONVERT_DQ, g, b);
@@ -55,21 +63,23 @@ cudaError_t launch_backward(const fb_bwd_params &p, const fb_launch_table &t, cu
 /* The entry of row (ARCH, HD, ...) if HD is the head dim this file instantiates, else an
  * empty entry; `if constexpr` keeps the other head dims from being compiled here. */
 template <int WANT_HD, typename T, int ARCH, int HD, int BM, int BN, int ST, int WS, int WK,
-          int WQ, int LAG>
+          int WQ, int LAG, int SST>
 KernelEntry entry_if(int32_t dtype)
 {
     if constexpr (HD == WANT_HD) {
-        using C = BwdConfig<T, ARCH, HD, BM, BN, ST, WS, WK, WQ, LAG>;
+        using C = BwdConfig<T, ARCH, HD, BM, BN, ST, WS, WK, WQ, LAG, SST>;
+        const void *split = nullptr;
+        if constexpr (SST > 0) split = (const void *)bwd_split_kernel<C>;
         return KernelEntry{{dtype, ARCH, HD},
                            {(const void *)bwd_main_kernel<C, false>,
-                            (const void *)bwd_main_kernel<C, true>},
+                            (const void *)bwd_main_kernel<C, true>, split},
                            launch_backward<C>,
                            {(const void *)bwd_preprocess_kernel<C>,
                             (const void *)bwd_main_kernel<C, false>,
                             (const void *)bwd_convert_dq_kernel<C>,
                             (const void *)bwd_convert_dkv_kernel<C>}};
     } else {
-        return KernelEntry{{0, 0, 0}, {nullptr, nullptr}, nullptr, {}};
+        return KernelEntry{{0, 0, 0}, {nullptr, nullptr, nullptr}, nullptr, {}};
     }
 }
 

@@ -11,9 +11,9 @@
 #include "internal.h"
 
 static const fb_config rows[] = {
-#define FB_CONFIG_ROW(arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin)          \
-    {arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin,                             \
-     FB_SMEM_MAIN_BYTES(bm, bn, hd, st, lag)},
+#define FB_CONFIG_ROW(arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin, split, sst) \
+    {arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin, split, sst,                 \
+     FB_SMEM_MAIN_BYTES(bm, bn, hd, st, lag), sst ? FB_SMEM_SPLIT_BYTES(bm, bn, hd, sst) : 0},
     FB_CONFIG_TABLE(FB_CONFIG_ROW)
 #undef FB_CONFIG_ROW
 };

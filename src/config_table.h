@@ -35,6 +35,11 @@
  *          the fold's last count-ins, which wait for the CTA's final reductions, are not
  *          hidden: the H200's hd64 row converts in its own pass up to 1024 keys (+4..+8%
  *          causal, +4% at 512 keys non-causal; even at 1k non-causal, -1.2% at 2k).
+ *   SPLIT  the split kernel (kernels/bwd_split.cuh: two 4-warp groups, one computing P and
+ *          dV, the other dS and dK, side by side) serves plans with seqlen_k > SPLIT that it
+ *          supports (not deterministic, no softcap); -1: never. It converts dQ in its own
+ *          pass (FOLD does not apply to it).
+ *   SST    the split kernel's pipeline stages (0: not compiled for this row)
  * Constraints (checked by static_assert in the kernel): every per-warp extent is a multiple
  * of 16, and the shared memory below fits the architecture.
  */
@@ -49,23 +54,23 @@
 #define FB_SMEM_LIMIT_SM86 101376 /* sm_86, sm_89: 99 KB */
 #define FB_SMEM_LIMIT_SM90 232448 /* H100, H200: 227 KB */
 
-/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ LAG FOLD FOLDM FMIN  shared memory */
+/*                 ARCH  HD   BM   BN  ST  WS  WK  WQ LAG FOLD FOLDM FMIN SPLIT SST  shared memory */
 #define FB_CONFIG_TABLE(X)                                                              \
-    X(80,  64, 128, 128, 2,  4,  4,  4, 0,   -1,   -1,    0) /* 162 KB: BN 128 halves dQ atomics vs 64 */ \
-    X(80,  96,  64, 128, 2,  2,  4,  4, 0, 2048, 2048,    0) /* 129 KB                                 */ \
-    X(80, 128,  64, 128, 2,  2,  4,  2, 0, 2048, 2048,    0) /* 161 KB                                 */ \
-    X(80, 192,  64,  64, 2,  2,  2,  2, 0, 2048, 2048,    0) /* 161 KB                                 */ \
-    X(80, 256,  64,  64, 1,  2,  2,  2, 0, 2048, 2048,    0) /* 144 KB: one stage to fit 163 KB        */ \
-    X(86,  64,  64, 128, 2,  2,  4,  2, 0,   -1,   -1,    0) /* 97 KB                                  */ \
-    X(86,  96,  64,  64, 2,  2,  4,  4, 0, 2048, 2048,    0) /* 89 KB                                  */ \
-    X(86, 128,  64,  64, 1,  2,  4,  2, 0, 2048, 2048,    0) /* 80 KB: one stage to fit 99 KB          */ \
-    X(86, 192,  32,  64, 1,  2,  4,  2, 0, 2048, 2048,    0) /* 80 KB                                  */ \
-    X(86, 256,  32,  32, 1,  2,  2,  2, 0, 2048, 2048,    0) /* 68 KB: 16x8 S/dP warp blocks           */ \
-    X(90,  64, 128, 128, 2,  2,  4,  4, 1,   -1,   -1, 1024) /* 194 KB: LAG 1 +1.5..+2.7% from 2k keys  */ \
-    X(90,  96,  64, 128, 2,  2,  4,  4, 0,   -1, 2048,    0) /* 129 KB: LAG 0 is 1-3% above LAG 1      */ \
-    X(90, 128,  64, 128, 2,  2,  4,  2, 0, 2048, 2048,    0) /* 161 KB: LAG 0 is 2-5% above LAG 1      */ \
-    X(90, 192,  64,  64, 2,  2,  2,  2, 1,   -1,   -1,    0) /* 169 KB: LAG 0 spills 136 B, LAG 1 8 B  */ \
-    X(90, 256,  64,  64, 2,  2,  2,  1, 1, 2048, 2048,    0) /* 217 KB: WQ 1 1.4-5.5% above WQ 2       */
+    X(80,  64, 128, 128, 2,  4,  4,  4, 0,   -1,   -1,    0,    -1,  0) /* 162 KB: BN 128 halves dQ atomics vs 64 */ \
+    X(80,  96,  64, 128, 2,  2,  4,  4, 0, 2048, 2048,    0,    -1,  0) /* 129 KB                                 */ \
+    X(80, 128,  64, 128, 2,  2,  4,  2, 0, 2048, 2048,    0,    -1,  0) /* 161 KB                                 */ \
+    X(80, 192,  64,  64, 2,  2,  2,  2, 0, 2048, 2048,    0,    -1,  0) /* 161 KB                                 */ \
+    X(80, 256,  64,  64, 1,  2,  2,  2, 0, 2048, 2048,    0,    -1,  0) /* 144 KB: one stage to fit 163 KB        */ \
+    X(86,  64,  64, 128, 2,  2,  4,  2, 0,   -1,   -1,    0,    -1,  0) /* 97 KB                                  */ \
+    X(86,  96,  64,  64, 2,  2,  4,  4, 0, 2048, 2048,    0,    -1,  0) /* 89 KB                                  */ \
+    X(86, 128,  64,  64, 1,  2,  4,  2, 0, 2048, 2048,    0,    -1,  0) /* 80 KB: one stage to fit 99 KB          */ \
+    X(86, 192,  32,  64, 1,  2,  4,  2, 0, 2048, 2048,    0,    -1,  0) /* 80 KB                                  */ \
+    X(86, 256,  32,  32, 1,  2,  2,  2, 0, 2048, 2048,    0,    -1,  0) /* 68 KB: 16x8 S/dP warp blocks           */ \
+    X(90,  64, 128, 128, 2,  2,  4,  4, 1,   -1,   -1, 1024,     0,  2) /* 194 KB: LAG 1 +1.5..+2.7% from 2k keys  */ \
+    X(90,  96,  64, 128, 2,  2,  4,  4, 0,   -1, 2048,    0,     0,  2) /* 129 KB: LAG 0 is 1-3% above LAG 1      */ \
+    X(90, 128,  64, 128, 2,  2,  4,  2, 0, 2048, 2048,    0,     0,  2) /* 161 KB: LAG 0 is 2-5% above LAG 1      */ \
+    X(90, 192,  64,  64, 2,  2,  2,  2, 1,   -1,   -1,    0,     0,  2) /* 169 KB: LAG 0 spills 136 B, LAG 1 8 B  */ \
+    X(90, 256,  64,  64, 2,  2,  2,  1, 1, 2048, 2048,    0,     0,  2) /* 217 KB: WQ 1 1.4-5.5% above WQ 2       */
 
 /* EARLY_P(hd): which main kernels of head dim hd compute P before the dP GEMM, so that ptxas
  * interleaves the exponentials with that GEMM's mma (kernels/softmax_grad.cuh): bit 0 the
@@ -87,5 +92,21 @@
 #define FB_SMEM_MAIN_BYTES(bm, bn, hd, st, lag)                                        \
     (FB_SMEM_KV_BYTES(bm, bn, hd, st) + FB_SMEM_QDO_BYTES(bm, bn, hd, st) +            \
      FB_SMEM_PDS_BYTES(bm, bn, lag) + FB_SMEM_STATS_BYTES(bm, bn, hd, st))
+
+/* FB_SPLIT_P16(hd): with bf16 inputs the split kernel's P warps also store P as fp16, which
+ * the dS warps read for dS = P*(dP - D), so that dS is computed from P within 2^-11 rather
+ * than bf16's 2^-8 (the dV GEMM takes the bf16 copy either way). Measured on the H200
+ * (docs/performance.md): dQ/dK error against fp64 2.55e-3 with it, 3.17e-3 without (the
+ * main kernel's, with fp32 P: 2.44e-3); the copy costs hd128 0..1% and hd256 +-1.5%, but
+ * hd64 2..4% (its 64 x 64 P blocks double the stores), which keeps the bf16 P. */
+#define FB_SPLIT_P16(hd) ((hd) > 64)
+
+/* Shared memory of the split kernel: K and V, SST stages of Q and dO, P, dS and the fp16
+ * copy of P (FB_SPLIT_P16; reserved for fp16 inputs too), SST stages of LSE*log2(e) and D,
+ * then the ring's two mbarriers per stage (8 bytes each). */
+#define FB_SMEM_SPLIT_BYTES(bm, bn, hd, sst)                                           \
+    (FB_SMEM_KV_BYTES(bm, bn, hd, sst) + FB_SMEM_QDO_BYTES(bm, bn, hd, sst) +          \
+     FB_SMEM_PDS_BYTES(bm, bn, 0) + FB_SPLIT_P16(hd) * (bm) * (bn) * 2 +               \
+     FB_SMEM_STATS_BYTES(bm, bn, hd, sst) + (sst) * 2 * 8)
 
 #endif /* FB_CONFIG_TABLE_H */

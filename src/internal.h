@@ -85,7 +85,10 @@ typedef struct fb_config {
     int32_t dq_fold;         /* FOLD: main kernel converts dQ if seqlen_k <= this; -1 always */
     int32_t dq_fold_masked;  /* FOLDM: the same for plans with a causal mask or a window */
     int32_t dq_fold_min;     /* FMIN: and only if seqlen_k > this */
-    int32_t smem_bytes;
+    int32_t split;           /* SPLIT: the split kernel serves seqlen_k > this; -1 never */
+    int32_t split_stages;    /* SST: its pipeline stages; 0 = not compiled */
+    int32_t smem_bytes;      /* the main kernel's (bwd_main) */
+    int32_t split_smem_bytes; /* the split kernel's; 0 without one */
 } fb_config;
 
 /* The architecture class whose rows serve `arch` (80, 86 or 90), or 0 if none does. */

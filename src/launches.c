@@ -10,6 +10,10 @@
  * for a plan with a mask (causal or a window) its FOLDM, and above its FMIN (config_table.h).
  * FLASHBWD_FORCE_DQ_FOLD=0|1 (testing) overrides that, so the GPU suite can run both
  * kernels at any length.
+ * The split kernel (config table SPLIT, SST) replaces the main kernel for the plans it
+ * serves: no deterministic mode, no softcap, seqlen_k above the row's SPLIT. It converts dQ
+ * in its own pass. FLASHBWD_FORCE_SPLIT=0|1 (testing) turns it off, or on for every plan it
+ * can serve.
  * The plan also keeps the launches as one CUDA graph (built at plan creation, replayed by
  * execute); FLASHBWD_LAUNCH_GRAPH=0 (testing, or a fallback) launches them one by one.
  * With varlen, m_blocks and n_blocks cover the longest sequence; CTAs past a sequence's
@@ -68,6 +72,21 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
         FB_FAIL_IF(plan, strcmp(graph, "0") && strcmp(graph, "1"), FLASHBWD_ERR_INVALID_VALUE,
                    "environment FLASHBWD_LAUNCH_GRAPH = \"%.16s\": expected 0 or 1", graph);
         plan->launch_graph = graph[0] == '1';
+    }
+    const fb_config *c = &plan->config;
+    const int split_serves = c->split_stages > 0 && !p->deterministic && p->softcap == 0.0f &&
+                             c->split_smem_bytes <= plan->props.smem_per_block;
+    t->split = split_serves && c->split >= 0 && p->seqlen_k > c->split;
+    const char *force_split = getenv("FLASHBWD_FORCE_SPLIT");
+    if (force_split && *force_split) {
+        FB_FAIL_IF(plan, strcmp(force_split, "0") && strcmp(force_split, "1"),
+                   FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_FORCE_SPLIT = \"%.16s\": expected 0 or 1", force_split);
+        t->split = split_serves && force_split[0] == '1';
+    }
+    if (t->split) {
+        t->dq_in_main = 0;
+        t->launch[FLASHBWD_LAUNCH_MAIN].smem_bytes = c->split_smem_bytes;
     }
     if (t->dq_in_main)
         t->launch[FLASHBWD_LAUNCH_CONVERT_DQ] = (fb_launch_dims){{0, 0, 0}, {0, 0, 0}, 0};

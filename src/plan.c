@@ -64,8 +64,11 @@ static int32_t plan_cuda(flashbwd_plan *plan)
                    "sm_%d/%d); rebuild with that head dim and architecture",
                    p->dtype == FLASHBWD_DTYPE_FP16 ? "fp16" : "bf16", p->head_dim,
                    plan->props.arch, plan->config.arch_class, plan->config.kernel_head_dim);
-        FB_TRY(fb_device_prepare_kernel(plan, p->device, plan->launches.kernel_index,
-                                        plan->config.smem_bytes));
+        /* Both main kernels' limits (the launch table picks one): the larger need. */
+        const int32_t smem = plan->config.split_smem_bytes > plan->config.smem_bytes
+                                 ? plan->config.split_smem_bytes
+                                 : plan->config.smem_bytes;
+        FB_TRY(fb_device_prepare_kernel(plan, p->device, plan->launches.kernel_index, smem));
     }
     FB_TRY(fb_launches_plan(plan));
     return FLASHBWD_OK;
@@ -124,7 +127,8 @@ int32_t flashbwd_plan_get_info(const flashbwd_plan *plan, flashbwd_plan_info *in
         r.block_n = plan->config.block_n;
         r.num_threads = plan->launches.launch[FLASHBWD_LAUNCH_MAIN].block[0];
         r.stages_q = r.stages_do = plan->config.stages;
-        r.smem_bytes = plan->config.smem_bytes;
+        r.smem_bytes = plan->launches.launch[FLASHBWD_LAUNCH_MAIN].smem_bytes;
+        if (plan->launches.split) r.stages_q = r.stages_do = plan->config.split_stages;
         r.num_launches = plan->launches.num_launches;
         for (int i = 0; i < r.num_launches; ++i)
             for (int j = 0; j < 3; ++j) {

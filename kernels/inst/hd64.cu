@@ -2,9 +2,10 @@
  * head dim so the build compiles them in parallel and CMake can leave any out. */
 #include "../registry.cuh"
 
-#define FB_ROW(arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin)                             \
-    fb::entry_if<64, __nv_bfloat16, arch, hd, bm, bn, st, ws, wk, wq, lag>(FLASHBWD_DTYPE_BF16),   \
-    fb::entry_if<64, __half, arch, hd, bm, bn, st, ws, wk, wq, lag>(FLASHBWD_DTYPE_FP16),
+#define FB_ROW(arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin, split, sst)            \
+    fb::entry_if<64, __nv_bfloat16, arch, hd, bm, bn, st, ws, wk, wq, lag, sst>(                \
+        FLASHBWD_DTYPE_BF16),                                                                   \
+    fb::entry_if<64, __half, arch, hd, bm, bn, st, ws, wk, wq, lag, sst>(FLASHBWD_DTYPE_FP16),
 
 int fb_entries_hd64(const fb::KernelEntry **out)
 {

@@ -1,0 +1,303 @@
+/* bwd_split.cuh — the main backward kernel with its warps in two roles (sm_90 rows).
+ *
+ * The work of bwd_main.cuh (one CTA per key block, every query block that sees it, last to
+ * first), split between two groups of four warps that run side by side:
+ *   P warps  (0-3): S = Q·Kᵀ, P = exp2(S·scale·log2e − LSE·log2e) → sP,  dV += Pᵀ·dO,
+ *                   dQ_m = dS·K for their columns of LayoutQ
+ *   dS warps (4-7): dP = dO·Vᵀ, dS = P∘(dP − D) with P read back from sP → sdS,
+ *                   dK += dSᵀ·Q, dQ_m for the other columns, and the Q/dO ring's refill
+ * Why (docs/performance.md): in bwd_main all eight warps are in one phase at a time, so the
+ * tensor cores idle while every warp computes exponentials or waits at a barrier, and each
+ * warp's GEMM blocks are small (32 x 32 of S at hd128), so operands are re-read from shared
+ * memory about 250 bytes per mma, more than its 128 B/clk can feed at the mma rate. Here
+ * every scheduler holds one warp of each role, so one computes while the other's GEMM
+ * runs, and the blocks of S/dP (32 x 64) and dV/dK (64 x 64) are larger: at hd128 a step
+ * reads ~464 KB instead of ~576 KB. Same-run A/B on the H200 against bwd_main: hd128
+ * +6..+14%, hd256 +16..+28%, hd96 +3..+9%, hd192 +16..+27%, hd64 +1..+4%.
+ * Synchronisation in the loop (no CTA barrier):
+ *   BAR_P_READY   the P warps arrive once P is stored; the dS warps sync before reading it
+ *   BAR_DS_READY  the dS warps arrive once dS is stored; the P warps sync before their dQ
+ *   BAR_P_GROUP, BAR_DS_GROUP  a group's own barrier before its dV (dK) GEMM
+ *   full[s], empty[s]  mbarriers of ring stage s: the refill's copies arrive on full[s];
+ *                 every thread arrives on empty[s] when done reading the stage, and the dS
+ *                 warps refill it once that phase completes.
+ * One buffer each for P and dS is enough: a side reaches BAR_P_READY (BAR_DS_READY) of the
+ * next step only after syncing on the other side's barrier of this one, so no store of a
+ * step can overtake a read of the previous step's P or dS; within a group, the group
+ * barrier or the other side's barrier (whose count covers every thread of both groups)
+ * separates a warp's reads from its neighbours' next stores.
+ * Not served (the plan takes bwd_main.cuh): deterministic mode, softcap (its 1 − tanh²
+ * factor of dS needs the score, which the dS warps never see) and the folded dQ
+ * conversion; the launch, grid and workspace are bwd_main's, dQ's fp32 layout too.
+ */
+#pragma once
+#include <type_traits>
+
+#include "bwd_config.cuh"
+#include "launch.h"
+#include "mask.cuh"
+#include "ptx/barrier.cuh"
+#include "ptx/mbarrier.cuh"
+#include "seqinfo.cuh"
+#include "softmax_grad.cuh"
+#include "tile_io.cuh"
+#include "warp_gemm.cuh"
+
+namespace fb {
+
+/* Named barriers of the split kernel: BAR_CTA is every thread's, reached by the two roles
+ * from different instructions (so neither __syncthreads nor bar.sync, which are aligned). */
+constexpr int BAR_P_READY = 1, BAR_DS_READY = 2, BAR_P_GROUP = 3, BAR_DS_GROUP = 4, BAR_CTA = 5;
+
+/* One role's whole program: P_WARPS for warps 0-3, else warps 4-7. Everything is derived
+ * inside from the parameters and the thread index, so that no value is live into both
+ * roles' code: with the preamble shared, ptxas spilled 150-200 B of the two loops (their
+ * live ranges overlap in its linear order), each of which alone spills nothing. */
+template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(const fb_bwd_params &p)
+{
+    using T = typename C::T;
+    using TileQ = typename C::TileQ;
+    using TileK = typename C::TileK;
+    using TileP = typename C::TileP;
+    using LS = typename C::SplitLayoutS;   /* S and dP, per group */
+    using LKV = typename C::SplitLayoutKV; /* dV and dK, per group */
+    using LQ = typename C::LayoutQ;        /* dQ over all 8 warps: the fp32 sums' layout */
+    constexpr int BM = C::BLOCK_M, BN = C::BLOCK_N, HD = C::HEAD_DIM, ST = C::SPLIT_STAGES;
+    constexpr int NT = C::NUM_THREADS, GT = NT / 2; /* threads of the CTA, of a group */
+    static_assert(NT == 256, "two groups of four warps");
+
+    /* Shared memory: sK | sV | sQ[ST] | sdO[ST] | sP | sdS | sP16 | sLSE[ST] | sD[ST] |
+     * full[ST] | empty[ST] (config_table.h, FB_SMEM_SPLIT_BYTES). sP16: P as fp16 for the dS
+     * warps, with bf16 inputs (FB_SPLIT_P16); fp16 inputs read sP itself. */
+    constexpr int P16 = FB_SPLIT_P16(HD) ? 1 : 0;
+    constexpr bool P_COPY = P16 && !std::is_same<T, __half>::value;
+    using TP = std::conditional_t<P16 != 0, __half, T>; /* the type the dS warps read P in */
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t sK = smem_u32(smem);
+    const uint32_t sV = sK + TileK::BYTES;
+    const uint32_t sQ = sV + TileK::BYTES;
+    const uint32_t sdO = sQ + ST * TileQ::BYTES;
+    const uint32_t sP = sdO + ST * TileQ::BYTES;
+    const uint32_t sdS = sP + TileP::BYTES;
+    const uint32_t sP16 = P_COPY ? sdS + TileP::BYTES : sP;
+    float *sLSE = reinterpret_cast<float *>(smem + 2 * TileK::BYTES + 2 * ST * TileQ::BYTES +
+                                            (2 + P16) * TileP::BYTES);
+    float *sD = sLSE + ST * BM;
+    const uint32_t full = smem_u32(sD + ST * BM), empty = full + 8 * ST; /* 8 bytes each */
+
+    const bool heads_x = p.heads_on_x;
+    const int n_block = heads_x ? blockIdx.y : blockIdx.x;
+    const int h = heads_x ? blockIdx.x : blockIdx.y, b = blockIdx.z;
+    const int tid = threadIdx.x, warp = tid / 32;
+    const int gw = warp % 4, gtid = tid % GT; /* warp and thread within the group */
+    const SeqInfo si = seq_info<BM, BN>(p, b);
+    const int n0 = n_block * BN;
+    if (n0 >= si.sk) return; /* varlen: this sequence has fewer keys */
+    const int h_kv = h / p.group;
+    const int kv_rows = min(BN, si.sk - n0);
+    const bool gqa = p.group > 1;
+
+    const Mask mask{si.sk, (int64_t)si.sk - si.sq, p.window_left, p.window_right};
+    int m_begin, m_end;
+    mask.m_block_range(n0, BN, BM, si.sq, m_begin, m_end);
+    auto out_rows = [&](void *base, const int64_t *stride) {
+        return static_cast<T *>(base) + b * stride[0] + (si.k_row0 + n0) * stride[1] +
+               h_kv * stride[2];
+    };
+    if (m_begin >= m_end) { /* no query sees these keys: zero gradients (GQA: zero sums) */
+        if (!gqa) {
+            zero_rows<BN, HD, NT>(out_rows(p.dk, p.dk_stride), p.dk_stride[1], kv_rows,
+                                  p.head_dim, tid);
+            zero_rows<BN, HD, NT>(out_rows(p.dv, p.dv_stride), p.dv_stride[1], kv_rows,
+                                  p.head_dim, tid);
+        }
+        return;
+    }
+
+    const T *gK = static_cast<const T *>(p.k) + b * p.k_stride[0] +
+                  (si.k_row0 + n0) * p.k_stride[1] + h_kv * p.k_stride[2];
+    const T *gV = static_cast<const T *>(p.v) + b * p.v_stride[0] +
+                  (si.k_row0 + n0) * p.v_stride[1] + h_kv * p.v_stride[2];
+    const T *gQ = static_cast<const T *>(p.q) + b * p.q_stride[0] + si.q_row0 * p.q_stride[1] +
+                  h * p.q_stride[2];
+    const T *gdO = static_cast<const T *>(p.dout) + b * p.do_stride[0] +
+                   si.q_row0 * p.do_stride[1] + h * p.do_stride[2];
+    const int64_t ws_q = si.ws_q_row0 + (int64_t)h * p.ws_rows_q; /* this head's row 0 */
+
+    /* Query block m into ring stage s, by the dS warps; each thread's arrival on full[s]
+     * fires when its copies have landed. The chunk coordinates come from an opaque thread
+     * index, as in bwd_main: held across the loop, ptxas kept (and spilled) every pass's
+     * 64-bit source offset. */
+    auto load_stage = [&](int m, int s) {
+        const int t = thread_id<NT>() % GT;
+        const int m0 = m * BM, rows = min(BM, si.sq - m0);
+        cp_async_tile<TileQ, HD, GT>(sQ + s * TileQ::BYTES, gQ + m0 * p.q_stride[1],
+                                     p.q_stride[1], rows, p.head_dim, t);
+        cp_async_tile<TileQ, HD, GT>(sdO + s * TileQ::BYTES, gdO + m0 * p.do_stride[1],
+                                     p.do_stride[1], rows, p.head_dim, t);
+        cp_async_floats(smem_u32(sLSE + s * BM), p.lse_log2 + ws_q + m0, BM, t);
+        cp_async_floats(smem_u32(sD + s * BM), p.dpsum + ws_q + m0, BM, t);
+        ptx::cp_async_mbarrier_arrive(full + 8 * s);
+    };
+
+    if (tid == 0)
+        for (int s = 0; s < ST; ++s) {
+            ptx::mbarrier_init(full + 8 * s, GT);  /* the dS warps' copies */
+            ptx::mbarrier_init(empty + 8 * s, NT); /* every thread, done with the stage */
+        }
+    ptx::barrier_sync_unaligned(BAR_CTA, NT);
+    cp_async_tile<TileK, HD, NT>(sK, gK, p.k_stride[1], kv_rows, p.head_dim, tid);
+    cp_async_tile<TileK, HD, NT>(sV, gV, p.v_stride[1], kv_rows, p.head_dim, tid);
+    ptx::cp_async_commit();
+    if (!P_WARPS)
+        for (int s = 0; s < ST && m_end - 1 - s >= m_begin; ++s) load_stage(m_end - 1 - s, s);
+    ptx::cp_async_wait<0>(); /* K and V (the stages' copies are in no group) */
+    ptx::barrier_sync_unaligned(BAR_CTA, NT);
+
+    SoftmaxParams sp;
+    sp.scale_log2 = p.scale_log2;
+    sp.softcap_inv = sp.softcap_log2 = 0.0f; /* softcap plans run bwd_main */
+    sp.slope_log2 = 0.0f;                    /* ALiBi: bias = -slope·|i + sk - sq - j| */
+    if (p.alibi_slopes)
+        sp.slope_log2 = p.alibi_slopes[b * p.alibi_stride[0] + h * p.alibi_stride[1]] * LOG2E;
+
+    /* dQ_m = dS_m·K for this warp's block of LayoutQ, added into block m's fp32 rows; by
+     * row-tile halves where the block has 4 row tiles (hd256), as in bwd_main. */
+    auto dq_step = [&](int m, int lane) {
+        const auto a = operand_addr<LQ, TileP, true, false>(sdS, warp, lane);
+        const auto bk = operand_addr<LQ, TileK, false, true>(sK, warp, lane);
+        float *chunk = p.dq_accum + (ws_q + (int64_t)m * BM) * HD;
+        constexpr int RT = LQ::MT >= 4 && LQ::NT % 2 == 0 ? LQ::MT / 2 : 0;
+        if constexpr (RT > 0) {
+            warp_gemm_by_row_tiles<LQ, RT, TileP, TileK, true, BN, T>(
+                a, 0, bk, 0, [&](int mi0, const float(&acc)[RT][LQ::NT][4]) {
+                    red_add_row_tiles<LQ, RT, NT>(chunk, mi0, acc, tid);
+                });
+        } else {
+            float acc_dq[LQ::MT][LQ::NT][4];
+            zero(acc_dq);
+            warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, 0, bk, 0);
+            red_add_frags<LQ, NT>(chunk, acc_dq, 1.0f, tid);
+        }
+    };
+
+    /* After the loop each group writes its accumulator: dV from the P warps, dK (times the
+     * scale) from the dS warps. Called in each branch, so that neither accumulator is live
+     * where the branches would join (ptxas then allocates each loop on its own). */
+    auto finish = [&](float(&acc)[LKV::MT][LKV::NT][4], bool dv) {
+        const int lane = lane_id(), group_bar = dv ? BAR_P_GROUP : BAR_DS_GROUP;
+        const float scale = dv ? 1.0f : p.scale;
+        ptx::barrier_sync_unaligned(BAR_CTA, NT); /* every warp done with sK, sV and the ring */
+        if (gqa) {
+            /* The group sums keep bwd_main's LayoutKV (convert_dkv reads it): the matrix
+             * goes through shared memory as fp32 rows (padded by 4 floats against bank
+             * conflicts) and each thread reads back the elements of two threads of that
+             * 8-warp layout. */
+            using L8 = typename C::LayoutKV;
+            constexpr int LD = HD + 4;
+            static_assert(2 * BN * LD * 4 <= C::SPLIT_SMEM_BYTES, "fp32 dK and dV fit");
+            float *rows = reinterpret_cast<float *>(smem) + (dv ? 0 : BN * LD);
+#pragma unroll
+            for (int i = 0; i < LKV::REGS; i += 2) {
+                int r, c;
+                LKV::coord(gw, lane, i, r, c);
+                const float *v = &acc[i / 4 / LKV::NT][i / 4 % LKV::NT][i % 4];
+                *reinterpret_cast<float2 *>(rows + r * LD + c) =
+                    make_float2(v[0] * scale, v[1] * scale);
+            }
+            ptx::bar_sync(group_bar, GT);
+            float *sums = (dv ? p.dv_accum : p.dk_accum) +
+                          (si.ws_k_row0 + (int64_t)h_kv * p.ws_rows_k + n0) * HD;
+            for (int t = gtid; t < NT; t += GT) { /* a thread of the 8-warp layout */
+                float a8[L8::MT][L8::NT][4];
+#pragma unroll
+                for (int i = 0; i < L8::REGS; i += 2) {
+                    int r, c;
+                    L8::coord(t / 32, t % 32, i, r, c);
+                    const float2 v = *reinterpret_cast<const float2 *>(rows + r * LD + c);
+                    a8[i / 4 / L8::NT][i / 4 % L8::NT][i % 4] = v.x;
+                    a8[i / 4 / L8::NT][i / 4 % L8::NT][i % 4 + 1] = v.y;
+                }
+                red_add_frags<L8, NT>(sums, a8, 1.0f, t);
+            }
+            return;
+        }
+        /* Staged in the group's (now free) tile, then written as whole 16-byte chunks. */
+        const uint32_t tile = dv ? sV : sK;
+        store_frags<LKV, TileK, T>(tile, acc, scale, gw, lane);
+        ptx::bar_sync(group_bar, GT);
+        T *out = dv ? out_rows(p.dv, p.dv_stride) : out_rows(p.dk, p.dk_stride);
+        store_tile<TileK, HD, GT>(out, dv ? p.dv_stride[1] : p.dk_stride[1], tile, kv_rows,
+                                  p.head_dim, gtid);
+    };
+
+    if constexpr (P_WARPS) {
+        float acc_dv[LKV::MT][LKV::NT][4];
+        zero(acc_dv);
+        for (int m = m_end - 1, it = 0; m >= m_begin; --m, ++it) {
+            const int s = it % ST, lane = lane_id();
+            const int64_t m0 = (int64_t)m * BM;
+            ptx::mbarrier_wait(full + 8 * s, (it / ST) & 1);
+            float acc_s[LS::MT][LS::NT][4];
+            zero(acc_s);
+            warp_gemm<LS, TileQ, TileK, false, false, HD, T>(
+                acc_s, operand_addr<LS, TileQ, true, false>(sQ, gw, lane), s * TileQ::BYTES,
+                operand_addr<LS, TileK, false, false>(sK, gw, lane), 0);           // S = Q·Kᵀ
+            softmax_p_tile<LS>(acc_s, sLSE + s * BM, sp, mask,
+                               mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, gw, lane);
+            store_frags<LS, TileP, T>(sP, acc_s, 1.0f, gw, lane);
+            if constexpr (P_COPY) store_frags<LS, TileP, TP>(sP16, acc_s, 1.0f, gw, lane);
+            ptx::bar_arrive(BAR_P_READY, NT);
+            ptx::bar_sync(BAR_P_GROUP, GT); /* all of P visible to the group */
+            warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(
+                acc_dv, operand_addr<LKV, TileP, true, true>(sP, gw, lane), 0,
+                operand_addr<LKV, TileQ, false, true>(sdO, gw, lane),
+                s * TileQ::BYTES);                                                 // dV += Pᵀ·dO
+            ptx::mbarrier_arrive(empty + 8 * s);
+            ptx::bar_sync(BAR_DS_READY, NT);
+            dq_step(m, lane);
+        }
+        finish(acc_dv, true);
+    } else {
+        float acc_dk[LKV::MT][LKV::NT][4];
+        zero(acc_dk);
+        for (int m = m_end - 1, it = 0; m >= m_begin; --m, ++it) {
+            const int s = it % ST, lane = lane_id();
+            ptx::mbarrier_wait(full + 8 * s, (it / ST) & 1);
+            float acc_dp[LS::MT][LS::NT][4];
+            zero(acc_dp);
+            warp_gemm<LS, TileQ, TileK, false, false, HD, T>(
+                acc_dp, operand_addr<LS, TileQ, true, false>(sdO, gw, lane), s * TileQ::BYTES,
+                operand_addr<LS, TileK, false, false>(sV, gw, lane), 0);           // dP = dO·Vᵀ
+            ptx::bar_sync(BAR_P_READY, NT);
+            ds_from_stored_p<LS, TileP, TP>(acc_dp, sP16, sD + s * BM, gw, lane);
+            store_frags<LS, TileP, T>(sdS, acc_dp, 1.0f, gw, lane);
+            ptx::bar_arrive(BAR_DS_READY, NT);
+            ptx::bar_sync(BAR_DS_GROUP, GT); /* all of dS visible to the group */
+            warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(
+                acc_dk, operand_addr<LKV, TileP, true, true>(sdS, gw, lane), 0,
+                operand_addr<LKV, TileQ, false, true>(sQ, gw, lane),
+                s * TileQ::BYTES);                                                 // dK += dSᵀ·Q
+            ptx::mbarrier_arrive(empty + 8 * s);
+            if (m - ST >= m_begin) { /* refill the stage once every thread is done with it */
+                ptx::mbarrier_wait(empty + 8 * s, (it / ST) & 1);
+                load_stage(m - ST, s);
+            }
+            dq_step(m, lane);
+        }
+        finish(acc_dk, false);
+    }
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_split_kernel(const fb_bwd_params p)
+{
+    if constexpr (!arch_compiled<C::ARCH>() || C::SPLIT_STAGES == 0) {
+        __trap();
+    } else {
+        if (threadIdx.x < C::NUM_THREADS / 2) split_role<C, true>(p);
+        else split_role<C, false>(p);
+    }
+}
+
+} // namespace fb
