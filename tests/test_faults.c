@@ -27,6 +27,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "config_table.h"
 #include "internal.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
@@ -329,10 +330,29 @@ static flashbwd_problem device_problem(int32_t device)
     p.backend = FLASHBWD_BACKEND_CUDA;
     p.device = device;
     p.head_dim = head_dim;
-    /* 2000 keys: past every sm_90 row's FMIN, so the plan folds the dQ conversion in (two
-     * launches without GQA), which the graph tests count on. */
+    /* 2000 keys: past every sm_90 row's FMIN, so a main-kernel plan folds the dQ conversion
+     * in (two launches without GQA); a split-kernel plan has its convert pass (three). The
+     * graph tests count launches from the plan's info. */
     p.batch = 2, p.heads_q = 4, p.heads_kv = 4, p.seqlen_q = 100, p.seqlen_k = 2000;
     return p;
+}
+
+/* The main-kernel variants plan creation raises the shared-memory limit of: the main
+ * kernel without and with the dQ conversion, and the split kernel where the sm_90 row of
+ * the head dim has one (config table SST). */
+static int main_kernel_variants(void)
+{
+    fb_config c;
+    assert_int_equal(fb_config_select(NULL, 90, head_dim, FB_SMEM_LIMIT_SM90, &c), FLASHBWD_OK);
+    return c.split_stages > 0 ? 3 : 2;
+}
+
+/* Launches with a grid in a plan's table (the kernel nodes of its graph). */
+static int launched(const flashbwd_plan_info *info)
+{
+    int n = 0;
+    for (int l = 0; l < info->num_launches; ++l) n += info->grid[l][0] > 0;
+    return n;
 }
 
 static flashbwd_plan_info info_of(const flashbwd_plan *plan)
@@ -434,7 +454,8 @@ static const site sites[] = {
     {"cudaGetDevice at execute", C_GET_DEVICE, 1, ORD_HAPPY, 1, "cudaGetDevice failed"},
     /* The launch graph: built at plan creation (after preparing the kernel: on a fresh
      * ORD_GRAPH, whose kernels are already prepared, the first cudaGetDevice and both
-     * cudaSetDevice), replayed by execute. The plan has two launches (the dQ conversion folded in). */
+     * cudaSetDevice), replayed by execute. The plan has two or three launches (the main
+     * kernel with the dQ conversion folded in, or the split kernel and the convert pass). */
     {"cudaGetDevice before building the graph", C_GET_DEVICE, 1, ORD_GRAPH, 0, "cudaGetDevice failed"},
     {"cudaSetDevice before building the graph", C_SET_DEVICE, 1, ORD_GRAPH, 0, "cudaSetDevice failed"},
     {"cudaSetDevice restoring the caller's device after the graph", C_SET_DEVICE, 2, ORD_GRAPH, 0, "restoring the caller's"},
@@ -596,9 +617,14 @@ static void test_plan_raises_the_kernels_smem_limit_once_per_device(void **state
     flashbwd_plan *plan = NULL;
     assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
     const flashbwd_plan_info info = info_of(plan);
-    /* The main kernel with and without the dQ conversion, both raised. */
-    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), 2);
-    assert_int_equal(atomic_load(&smem_raised_to), info.smem_bytes);
+    /* Every main-kernel variant raised (with and without the dQ conversion, split). */
+    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), main_kernel_variants());
+    /* ... to the larger need of the kernels (the plan's own is what info reports). */
+    fb_config c;
+    assert_int_equal(fb_config_select(NULL, 90, head_dim, FB_SMEM_LIMIT_SM90, &c), FLASHBWD_OK);
+    assert_int_equal(atomic_load(&smem_raised_to),
+                     c.split_smem_bytes > c.smem_bytes ? c.split_smem_bytes : c.smem_bytes);
+    assert_true(info.smem_bytes == c.smem_bytes || info.smem_bytes == c.split_smem_bytes);
     /* It was raised on the plan's device, and the caller's device is back (twice: once
      * for the kernels, once for the launch graph). */
     assert_int_equal(current_device, 0);
@@ -608,7 +634,7 @@ static void test_plan_raises_the_kernels_smem_limit_once_per_device(void **state
         assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
         flashbwd_plan_destroy(plan);
     }
-    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), 2);
+    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), main_kernel_variants());
     /* Only the graph, which each plan builds for itself, switched devices again. */
     assert_int_equal(fake_calls(C_SET_DEVICE), 4 + 5 * 2);
     assert_int_equal(fake_calls(C_GRAPH_INSTANTIATE), 1 + 5);
@@ -754,7 +780,7 @@ static void test_device_cache_queries_once_across_many_creates_and_threads(void 
     assert_int_equal(fb_device_query_count() - before, 1);
     assert_int_equal(fake_calls(C_GET_DEVICE_COUNT), 1);
     assert_int_equal(fake_calls(C_DEVICE_GET_ATTRIBUTE), 4);
-    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), 2); /* with and without dQ folded */
+    assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), main_kernel_variants());
 }
 
 /* ======================================================================================
@@ -772,10 +798,9 @@ static void test_execute_without_graph_checks_every_launch_and_returns_ok(void *
         const int32_t st = flashbwd_execute(b.plan, NULL);
         if (st != FLASHBWD_OK) fail_msg("execute: %s", flashbwd_plan_last_error(b.plan));
         assert_string_equal(flashbwd_plan_last_error(b.plan), "");
-        int launched = 0; /* table entries with a grid; convert dQ has none */
-        for (int l = 0; l < info.num_launches; ++l) launched += info.grid[l][0] > 0;
-        assert_true(launched >= (heads_kv[i] == 4 ? 2 : 3)); /* dQ folded in or not */
-        assert_int_equal(fake_calls(C_GET_LAST_ERROR), launched);
+        const int n = launched(&info); /* table entries with a grid (folded: no convert) */
+        assert_true(n >= (heads_kv[i] == 4 ? 2 : 3)); /* dQ folded in or not */
+        assert_int_equal(fake_calls(C_GET_LAST_ERROR), n);
         /* Execute does no device setup: one check of the current device, nothing else. */
         assert_int_equal(fake_calls(C_GET_DEVICE), 1);
         assert_int_equal(fake_calls(C_SET_DEVICE) + fake_calls(C_FUNC_SET_ATTRIBUTE) +
@@ -791,12 +816,14 @@ static void test_execute_without_graph_checks_every_launch_and_returns_ok(void *
 static void test_execute_replays_the_graph_and_sets_params_only_when_they_change(void **state)
 {
     (void)state;
-    const int32_t heads_kv[] = {4, 2}; /* MHA: 2 nodes; GQA: 3 */
+    const int32_t heads_kv[] = {4, 2}; /* MHA: 2 nodes (3 with the split kernel); GQA: +1 */
     for (size_t i = 0; i < COUNT_OF(heads_kv); ++i) {
         fake_zero_counts();
         bound_plan b = bound_plan_make(heads_kv[i]);
         const int nodes = fake_calls(C_GRAPH_ADD_KERNEL_NODE);
-        assert_int_equal(nodes, heads_kv[i] == 4 ? 2 : 3);
+        const flashbwd_plan_info info = info_of(b.plan);
+        assert_int_equal(nodes, launched(&info));
+        assert_true(nodes >= (heads_kv[i] == 4 ? 2 : 3));
         assert_int_equal(fake_calls(C_GRAPH_INSTANTIATE), 1);
         fake_zero_counts();
         assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
@@ -852,7 +879,8 @@ static void test_graph_params_are_set_again_after_a_failed_update(void **state)
     assert_int_equal(fake_calls(C_GRAPH_LAUNCH), 0);
     fake_fail(-1, 0, cudaSuccess);
     assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
-    assert_int_equal(fake_calls(C_GRAPH_SET_PARAMS), 2 + 2);
+    const flashbwd_plan_info info = info_of(b.plan);
+    assert_int_equal(fake_calls(C_GRAPH_SET_PARAMS), 2 + launched(&info));
     assert_int_equal(fake_calls(C_GRAPH_LAUNCH), 1);
     bound_plan_free(&b);
 }

@@ -68,12 +68,12 @@ static int32_t expected_kernel_head_dim(int32_t head_dim)
 
 /* The config table, expanded here from the same X-macro the library compiles. */
 typedef struct trow {
-    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin;
+    int32_t arch, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin, split, sst;
 } trow;
 
 static const trow table[] = {
-#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin)                                 \
-    {a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin},
+#define ROW(a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin, split, sst)                     \
+    {a, hd, bm, bn, st, ws, wk, wq, lag, fold, foldm, fmin, split, sst},
     FB_CONFIG_TABLE(ROW)
 #undef ROW
 };
@@ -88,6 +88,25 @@ static int64_t documented_smem(const trow *r)
     const int64_t p_ds = (2 + (int64_t)r->lag) * r->bm * r->bn * 2;
     const int64_t stats = (int64_t)r->st * 2 * r->bm * 4;
     return kv + q_do + p_ds + stats;
+}
+
+/* Shared memory of the split kernel from its documented layout (config_table.h): K and V,
+ * SST stages of Q and dO, P and dS (BM x BN, 16-bit) and past head_dim 64 an fp16 copy of
+ * P, SST stages of the two fp32 row statistics, and two 8-byte mbarriers per stage. */
+static int64_t documented_split_smem(const trow *r)
+{
+    const int64_t kv = 2 * (int64_t)r->bn * r->hd * 2;
+    const int64_t q_do = (int64_t)r->sst * 2 * r->bm * r->hd * 2;
+    const int64_t p_ds = (2 + (r->hd > 64)) * (int64_t)r->bm * r->bn * 2;
+    const int64_t stats = (int64_t)r->sst * 2 * r->bm * 4;
+    return kv + q_do + p_ds + stats + (int64_t)r->sst * 16;
+}
+
+/* Whether a plan of these keys (not deterministic, no softcap) runs the split kernel. */
+static int takes_split(const trow *r, int64_t seqlen_k, int64_t smem_limit)
+{
+    return r->sst > 0 && r->split >= 0 && seqlen_k > r->split &&
+           documented_split_smem(r) <= smem_limit;
 }
 
 static int32_t class_limit(int32_t cls)
@@ -247,9 +266,11 @@ static void check_plan(const arch_row *a, int32_t head_dim, const shape *s)
     CHECK_EQ("kernel_head_dim", info.kernel_head_dim, khd);
     CHECK_EQ("block_m", info.block_m, row->bm);
     CHECK_EQ("block_n", info.block_n, row->bn);
-    CHECK_EQ("stages_q", info.stages_q, row->st);
-    CHECK_EQ("stages_do", info.stages_do, row->st);
-    CHECK_EQ("smem_bytes", info.smem_bytes, documented_smem(row));
+    const int split = takes_split(row, s->seqlen_k, a->smem_limit);
+    CHECK_EQ("stages_q", info.stages_q, split ? row->sst : row->st);
+    CHECK_EQ("stages_do", info.stages_do, split ? row->sst : row->st);
+    CHECK_EQ("smem_bytes", info.smem_bytes,
+             split ? documented_split_smem(row) : documented_smem(row));
     if (info.smem_bytes > a->smem_limit)
         fail_msg("sm_%d head_dim %d: smem_bytes %d exceeds the limit %d", a->arch, head_dim,
                  info.smem_bytes, a->smem_limit);
@@ -260,7 +281,7 @@ static void check_plan(const arch_row *a, int32_t head_dim, const shape *s)
     CHECK_EQ("num_launches", info.num_launches, gqa ? 4 : 3);
     check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_PREPROCESS, m_blocks, s->heads_q, s->batch);
     check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_MAIN, n_blocks, s->heads_q, s->batch);
-    if ((row->fold >= 0 && s->seqlen_k > row->fold) || s->seqlen_k <= row->fmin) {
+    if (split || (row->fold >= 0 && s->seqlen_k > row->fold) || s->seqlen_k <= row->fmin) {
         /* its own pass converts dQ */
         check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_CONVERT_DQ, m_blocks, s->heads_q,
                    s->batch);
@@ -376,10 +397,11 @@ static void expect_env_rejected(int32_t st, const flashbwd_plan *plan, const cha
  * 1 folds the dQ conversion into the main kernel (convert-dQ grid 0), 0 keeps its own
  * pass, anything else is INVALID_VALUE naming the variable. Unset, the table decides: on
  * sm_90 hd128 folds up to 2048 keys, without a mask (FOLD 2048) and with a causal mask or
- * a window (FOLDM 2048). */
+ * a window (FOLDM 2048). (The split kernel, which never folds, is turned off here.) */
 static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **state)
 {
     (void)state;
+    assert_int_equal(setenv("FLASHBWD_FORCE_SPLIT", "0", 1), 0);
     const struct {
         const char *force;
         int want; /* 1: folded, 0: own pass, -1: INVALID_VALUE, -2: the table's rule */
@@ -413,13 +435,16 @@ static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **sta
                              g[2], folded ? "0 (folded)" : "a launch");
                 flashbwd_plan_destroy(plan);
             }
+    unsetenv("FLASHBWD_FORCE_SPLIT");
 }
 
 /* FMIN: the sm_90 hd64 row (FOLD and FOLDM -1, FMIN 1024) converts dQ in its own pass up to
- * 1024 keys and folds it in past that, with or without a mask. */
+ * 1024 keys and folds it in past that, with or without a mask (main kernel: the split
+ * kernel turned off). */
 static void test_hd64_folds_dq_only_past_fmin(void **state)
 {
     (void)state;
+    assert_int_equal(setenv("FLASHBWD_FORCE_SPLIT", "0", 1), 0);
     const struct {
         size_t shape; /* index into shapes */
         int folded;
@@ -440,6 +465,64 @@ static void test_hd64_folds_dq_only_past_fmin(void **state)
                          cases[c].folded ? "0 (folded)" : "a launch");
             flashbwd_plan_destroy(plan);
         }
+    unsetenv("FLASHBWD_FORCE_SPLIT");
+}
+
+/* The split kernel (config table SPLIT, SST): it serves the sm_90 rows' plans without
+ * deterministic mode or softcap, as their main launch, with its own shared memory and
+ * stages and dQ converted in its own pass. FLASHBWD_FORCE_SPLIT=0 turns it off, =1 on for
+ * every plan it can serve (never a deterministic or softcap one); anything else is
+ * INVALID_VALUE naming the variable. On older classes it never runs. */
+static void test_split_kernel_serves_the_plans_it_can_or_is_forced(void **state)
+{
+    (void)state;
+    const struct {
+        const char *force;
+        int want; /* 1: on where it serves, 0: off, -1: INVALID_VALUE, -2: the table's rule */
+    } cases[] = {{"", -2}, {"1", 1}, {"0", 0}, {"2", -1}, {"on", -1}};
+    for (size_t c = 0; c < COUNT_OF(cases); ++c)
+        for (size_t a = 0; a < COUNT_OF(arches); ++a)
+            for (size_t k = 0; k < COUNT_OF(kernel_head_dims); ++k)
+                for (int feature = 0; feature < 3; ++feature) { /* plain, det, softcap */
+                    const int32_t khd = kernel_head_dims[k].kernel_head_dim;
+                    const shape *sh = &shapes[feature == 0 ? 7 : 0];
+                    assert_int_equal(setenv("FLASHBWD_FORCE_SPLIT", cases[c].force, 1), 0);
+                    flashbwd_problem p = planning_problem(arches[a].arch, khd, sh);
+                    p.deterministic = feature == 1;
+                    if (feature == 2) p.softcap = 30.0f;
+                    flashbwd_plan *plan = NULL;
+                    const int32_t st = flashbwd_plan_create(&p, &plan);
+                    unsetenv("FLASHBWD_FORCE_SPLIT");
+                    if (cases[c].want == -1) {
+                        expect_env_rejected(st, plan, "FLASHBWD_FORCE_SPLIT", cases[c].force);
+                        continue;
+                    }
+                    if (st != FLASHBWD_OK)
+                        fail_msg("sm_%d hd %d: %s", arches[a].arch, khd, flashbwd_last_error());
+                    const trow *row = expected_row(arches[a].cls, khd, arches[a].smem_limit);
+                    assert_non_null(row);
+                    const int serves = feature == 0 && row->sst > 0 &&
+                                       documented_split_smem(row) <= arches[a].smem_limit;
+                    const int split =
+                        cases[c].want == -2
+                            ? feature == 0 && takes_split(row, sh->seqlen_k, arches[a].smem_limit)
+                            : serves && cases[c].want == 1;
+                    const flashbwd_plan_info info = info_of(plan);
+                    const int32_t *g = info.grid[FLASHBWD_LAUNCH_CONVERT_DQ];
+                    const int64_t smem =
+                        split ? documented_split_smem(row) : documented_smem(row);
+                    if (info.smem_bytes != smem ||
+                        info.stages_q != (split ? row->sst : row->st) ||
+                        (split && (g[0] <= 0 || g[1] <= 0 || g[2] <= 0)))
+                        fail_msg("force \"%s\", sm_%d hd %d, %s: smem %d, %d stages, convert-dQ "
+                                 "grid %d; expected the %s kernel", cases[c].force,
+                                 arches[a].arch, khd,
+                                 feature == 0   ? "plain"
+                                 : feature == 1 ? "deterministic"
+                                                : "softcap",
+                                 info.smem_bytes, info.stages_q, g[0], split ? "split" : "main");
+                    flashbwd_plan_destroy(plan);
+                }
 }
 
 /* The main grid: (key blocks, heads, batch); with a mask (causal or a window, where key
@@ -521,8 +604,11 @@ static void test_forced_config_class_picks_older_rows_or_is_invalid(void **state
                          khd, flashbwd_status_name(st), flashbwd_last_error());
             const trow *want = expected_row(cases[c].want_cls, khd, class_limit(cases[c].want_cls));
             const flashbwd_plan_info info = info_of(plan);
+            const int split = want && takes_split(want, shapes[0].seqlen_k,
+                                                  class_limit(cases[c].arch));
             if (!want || info.block_m != want->bm || info.block_n != want->bn ||
-                info.smem_bytes != documented_smem(want))
+                info.smem_bytes !=
+                    (split ? documented_split_smem(want) : documented_smem(want)))
                 fail_msg("sm_%d, force \"%s\", hd %d: %d x %d, %d bytes; expected the sm_%d row",
                          cases[c].arch, cases[c].force, khd, info.block_m, info.block_n,
                          info.smem_bytes, cases[c].want_cls);
@@ -548,8 +634,9 @@ static void test_plan_sm_count_override_is_what_info_reports(void **state)
         }
 }
 
-/* Every smem_per_block that matters: each row's exact need and one byte less, for every
- * arch and kernel head dim. The plan takes the row the fallback rule names, or reports
+/* Every smem_per_block that matters: each row's exact need and one byte less (of the main
+ * kernel, and of the split kernel, which runs only where it fits), for every arch and
+ * kernel head dim. The plan takes the row the fallback rule names, or reports
  * NOT_SUPPORTED naming the bytes when nothing fits. */
 static void test_plan_smem_override_picks_the_fallback_row_or_is_not_supported(void **state)
 {
@@ -557,9 +644,13 @@ static void test_plan_smem_override_picks_the_fallback_row_or_is_not_supported(v
     for (size_t a = 0; a < COUNT_OF(arches); ++a)
         for (size_t k = 0; k < COUNT_OF(kernel_head_dims); ++k)
             for (size_t i = 0; i < COUNT_OF(table); ++i)
-                for (int minus = 0; minus <= 1; ++minus) {
+                for (int need = 0; need < 4; ++need) { /* main, split kernel; exact, less */
+                    const int minus = need & 1;
+                    if (need >= 2 && table[i].sst == 0) continue;
                     const int32_t khd = kernel_head_dims[k].kernel_head_dim;
-                    const int32_t smem = (int32_t)documented_smem(&table[i]) - minus;
+                    const int32_t smem = (int32_t)(need < 2 ? documented_smem(&table[i])
+                                                            : documented_split_smem(&table[i])) -
+                                         minus;
                     flashbwd_problem p = planning_problem(arches[a].arch, khd, &shapes[2]);
                     p.smem_per_block = smem;
                     flashbwd_plan *plan = NULL;
@@ -580,8 +671,11 @@ static void test_plan_smem_override_picks_the_fallback_row_or_is_not_supported(v
                         fail_msg("sm_%d hd %d smem %d: %s", arches[a].arch, khd, smem,
                                  flashbwd_last_error());
                     const flashbwd_plan_info info = info_of(plan);
+                    const int split = takes_split(want, shapes[2].seqlen_k, smem);
                     if (info.block_m != want->bm || info.block_n != want->bn ||
-                        info.stages_q != want->st || info.smem_bytes != documented_smem(want))
+                        info.stages_q != (split ? want->sst : want->st) ||
+                        info.smem_bytes !=
+                            (split ? documented_split_smem(want) : documented_smem(want)))
                         fail_msg("sm_%d hd %d smem %d: chose %dx%d/%d stages (%d B); expected "
                                  "the sm_%d row %dx%d/%d", arches[a].arch, khd, smem,
                                  info.block_m, info.block_n, info.stages_q, info.smem_bytes,
@@ -670,6 +764,7 @@ int main(void)
         cmocka_unit_test(test_forced_config_class_picks_older_rows_or_is_invalid),
         cmocka_unit_test(test_forced_dq_fold_sets_the_convert_launch_or_is_invalid),
         cmocka_unit_test(test_hd64_folds_dq_only_past_fmin),
+        cmocka_unit_test(test_split_kernel_serves_the_plans_it_can_or_is_forced),
         cmocka_unit_test(test_launch_graph_switch_takes_0_or_1),
         cmocka_unit_test(test_masked_plans_put_heads_on_main_grid_x),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
