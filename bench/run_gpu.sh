@@ -42,12 +42,15 @@ if has tests; then
   # The sm_86 rows (compiled for every GPU) on this GPU.
   FLASHBWD_FORCE_CONFIG_CLASS=86 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_sm86.log" 2>&1
   note "test_gpu on the sm_86 rows rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_sm86.log") ok): $(worst "$OUT/tests_sm86.log")"
+  # The sm_90 rows' split kernel serves most plans: run the main kernel in its place too.
+  FLASHBWD_FORCE_SPLIT=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_nosplit.log" 2>&1
+  note "test_gpu without the split kernel rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_nosplit.log") ok): $(worst "$OUT/tests_nosplit.log")"
   # The suite's sequences are short, where plans fold the dQ conversion into the main
   # kernel: run the unfolded kernels (and the convert pass) too.
-  FLASHBWD_FORCE_DQ_FOLD=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_nofold.log" 2>&1
+  FLASHBWD_FORCE_SPLIT=0 FLASHBWD_FORCE_DQ_FOLD=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_nofold.log" 2>&1
   note "test_gpu with the dQ conversion unfolded rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_nofold.log") ok): $(worst "$OUT/tests_nofold.log")"
   # ... and the other way round: the hd64 row converts in its own pass up to 1024 keys (FMIN).
-  FLASHBWD_FORCE_DQ_FOLD=1 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_fold.log" 2>&1
+  FLASHBWD_FORCE_SPLIT=0 FLASHBWD_FORCE_DQ_FOLD=1 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_fold.log" 2>&1
   note "test_gpu with the dQ conversion folded rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_fold.log") ok): $(worst "$OUT/tests_fold.log")"
   # Plans replay their launches as a CUDA graph by default: run the direct launches too.
   FLASHBWD_LAUNCH_GRAPH=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_direct.log" 2>&1

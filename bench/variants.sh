@@ -15,6 +15,9 @@
 #               bench/variants.sh build v2 --ref v2-lag
 #     The test binaries in build/ run a variant through the ABI alone, e.g.
 #     LD_LIBRARY_PATH=variants/v2 build/tests/test_gpu (and under compute-sanitizer).
+#   bench/variants.sh env NAME VAR=VALUE...
+#     a variant that is the current build run with these environment settings (e.g.
+#     FLASHBWD_FORCE_SPLIT=0): variants/NAME/env holds them, one per line, and no library.
 # There, on the GPU machine:
 #   bench/variants.sh run [flashbwd_bench arguments]
 #     runs build/bench/flashbwd_bench with the current build and with each variant
@@ -71,6 +74,20 @@ build)
     cp -a "$tmp/build"/libflashbwd.so* "$vdir/$name/"
     echo "$vdir/$name: built"
     ;;
+env)
+    [ $# -ge 3 ] || { echo "usage: $0 env NAME VAR=VALUE..." >&2; exit 2; }
+    name=$2
+    shift 2
+    for kv in "$@"; do
+        [[ "$kv" =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] ||
+            { echo "variants.sh: '$kv' is not VAR=VALUE" >&2; exit 2; }
+    done
+    vdir=${VARIANTS_DIR:-$repo/variants}
+    rm -rf "${vdir:?}/$name"
+    mkdir -p "$vdir/$name"
+    printf '%s\n' "$@" > "$vdir/$name/env"
+    echo "$vdir/$name: the current build with $*"
+    ;;
 run)
     shift
     bench=${FLASHBWD_BENCH:-$repo/build/bench/flashbwd_bench}
@@ -91,6 +108,8 @@ run)
                 continue
             fi
             if [ "$n" = current ]; then "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
+            elif [ -f "$vdir/$n/env" ]; then
+                env $(cat "$vdir/$n/env") "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
             else LD_LIBRARY_PATH="$vdir/$n" "$bench" --host-costs 0 "$@" > "$out/$n.$pass"
             fi
         done
@@ -122,7 +141,7 @@ PY
     rm -rf "$out"
     ;;
 *)
-    echo "usage: $0 build NAME [--ref GITREF] [--sed SED-EXPR] [--dims D] | run [bench arguments]" >&2
+    echo "usage: $0 build NAME [--ref GITREF] [--sed SED-EXPR] [--dims D] | env NAME VAR=VALUE... | run [bench arguments]" >&2
     exit 2
     ;;
 esac

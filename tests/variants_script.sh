@@ -2,7 +2,8 @@
 # variants_script.sh — bench/variants.sh run, on a fake flashbwd_bench: the summary reads the
 # bench's rows (plain and tagged window rows), keeps the better of two passes per variant,
 # divides by the current build; with VARIANTS_BUDGET_S the second pass is cut and the
-# summary still comes out, from the first pass; a folder without variants is an error.
+# summary still comes out, from the first pass; a folder without variants is an error; an
+# env variant (variants.sh env) runs the current build with its settings.
 #
 #   variants_script.sh REPO_ROOT
 set -euo pipefail
@@ -23,7 +24,8 @@ sleep "${FAKE_SLEEP:-0}"
 case "${LD_LIBRARY_PATH:-}" in
 */fast) t=110.0 ;;
 */slow) t=90.0 ;;
-*) if [ -e "$FAKE_STATE/ran" ]; then t=102.0; else t=100.0; touch "$FAKE_STATE/ran"; fi ;;
+*) if [ "${FAKE_KNOB:-}" = on ]; then t=120.0
+   elif [ -e "$FAKE_STATE/ran" ]; then t=102.0; else t=100.0; touch "$FAKE_STATE/ran"; fi ;;
 esac
 printf "%4s %6s %6s %5s %5s %4s %3s %10s %9s\n" d causal seqlen batch heads hkv det ms TFLOP/s
 printf "%4d %6d %6d %5d %5d %4d %3d %10.3f %9.1f\n" 128 0 4096 4 16 16 0 1.0 "$t"
@@ -58,4 +60,14 @@ if FAKE_STATE=$tmp FLASHBWD_BENCH=$tmp/bench VARIANTS_DIR=$empty \
 fi
 grep -q "no variant folders in $empty" "$tmp/stderr" ||
     { echo "FAIL: no message naming the empty folder:" >&2; cat "$tmp/stderr" >&2; exit 1; }
-echo "PASS: variants.sh summarizes both passes, tagged rows and a budget-cut run, and refuses an empty folder"
+envdir=$tmp/envvariants
+VARIANTS_DIR=$envdir bash "$root/bench/variants.sh" env knob FAKE_KNOB=on >/dev/null
+[ "$(cat "$envdir/knob/env")" = FAKE_KNOB=on ] || { echo "FAIL: env file" >&2; exit 1; }
+if VARIANTS_DIR=$envdir bash "$root/bench/variants.sh" env bad NOT-AN-ASSIGNMENT 2>/dev/null; then
+    echo "FAIL: env accepted a word that is not VAR=VALUE" >&2; exit 1
+fi
+rm -f "$tmp/ran"
+out=$(FAKE_STATE=$tmp FLASHBWD_BENCH=$tmp/bench VARIANTS_DIR=$envdir \
+    bash "$root/bench/variants.sh" run 2>"$tmp/stderr")
+expect "env variant" "$out" '^ 128      0   4096 \|      102\.0      120\.0 \| 1\.176$'
+echo "PASS: variants.sh summarizes both passes, tagged rows, a budget-cut run and an env variant, and refuses an empty folder"
