@@ -13,7 +13,7 @@
  * every scheduler holds one warp of each role, so one computes while the other's GEMM
  * runs, and the blocks of S/dP (32 x 64) and dV/dK (64 x 64) are larger: at hd128 a step
  * reads ~464 KB instead of ~576 KB. Same-run A/B on the H200 against bwd_main: hd128
- * +6..+14%, hd256 +16..+28%, hd96 +3..+9%, hd192 +16..+27%, hd64 +1..+4%.
+ * +6..+14%, hd256 +12..+28%, hd96 +3..+9%, hd192 +16..+27%, hd64 +0..+4%.
  * Synchronisation in the loop (no CTA barrier):
  *   BAR_P_READY   the P warps arrive once P is stored; the dS warps sync before reading it
  *   BAR_DS_READY  the dS warps arrive once dS is stored; the P warps sync before their dQ
