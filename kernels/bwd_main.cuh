@@ -157,8 +157,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
 
     /* Output rows of this key block; computed where used, to keep them out of the loop. */
     auto out_rows = [&](void *base, const int64_t *stride) {
-        return static_cast<T *>(base) + b * stride[0] + (si.k_row0 + n0) * stride[1] +
-               h_kv * stride[2];
+        return tensor_rows<T>(base, stride, b, si.k_row0 + n0, h_kv);
     };
     if (m_begin >= m_end) { /* no query sees these keys: their gradients are zero */
         if (gqa && p.dkv_sem) { /* still take this head's turn in the group order */
@@ -175,14 +174,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
         return;
     }
 
-    const T *gK = static_cast<const T *>(p.k) + b * p.k_stride[0] +
-                  (si.k_row0 + n0) * p.k_stride[1] + h_kv * p.k_stride[2];
-    const T *gV = static_cast<const T *>(p.v) + b * p.v_stride[0] +
-                  (si.k_row0 + n0) * p.v_stride[1] + h_kv * p.v_stride[2];
-    const T *gQ = static_cast<const T *>(p.q) + b * p.q_stride[0] + si.q_row0 * p.q_stride[1] +
-                  h * p.q_stride[2];
-    const T *gdO = static_cast<const T *>(p.dout) + b * p.do_stride[0] +
-                   si.q_row0 * p.do_stride[1] + h * p.do_stride[2];
+    const T *gK = tensor_rows<const T>(p.k, p.k_stride, b, si.k_row0 + n0, h_kv);
+    const T *gV = tensor_rows<const T>(p.v, p.v_stride, b, si.k_row0 + n0, h_kv);
+    const T *gQ = tensor_rows<const T>(p.q, p.q_stride, b, si.q_row0, h);
+    const T *gdO = tensor_rows<const T>(p.dout, p.do_stride, b, si.q_row0, h);
     const int64_t ws_q = si.ws_q_row0 + (int64_t)h * p.ws_rows_q; /* this head's row 0 */
 
     /* Query block m into ring stage s: Q, dO (zero past sq), LSE·log2e and D. The thread's

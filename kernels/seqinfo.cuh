@@ -47,4 +47,13 @@ __device__ __forceinline__ SeqInfo seq_info(const fb_bwd_params &p, int b)
     return s;
 }
 
+/* Row `row` (the sequence's packed offset included) of batch b, head h of a (batch, seq,
+ * head, dim) tensor with these element strides. */
+template <typename T, typename Base>
+__device__ __forceinline__ T *tensor_rows(Base *base, const int64_t *stride, int b, int64_t row,
+                                          int h)
+{
+    return static_cast<T *>(base) + b * stride[0] + row * stride[1] + h * stride[2];
+}
+
 } // namespace fb
