@@ -64,10 +64,13 @@ static int32_t plan_cuda(flashbwd_plan *plan)
                    "sm_%d/%d); rebuild with that head dim and architecture",
                    p->dtype == FLASHBWD_DTYPE_FP16 ? "fp16" : "bf16", p->head_dim,
                    plan->props.arch, plan->config.arch_class, plan->config.kernel_head_dim);
-        /* Both main kernels' limits (the launch table picks one): the larger need. */
-        const int32_t smem = plan->config.split_smem_bytes > plan->config.smem_bytes
-                                 ? plan->config.split_smem_bytes
-                                 : plan->config.smem_bytes;
+        /* Every main kernel's limit (the launch table picks one): the larger need, the
+         * split kernel's only where it fits the device (else it never runs). */
+        const fb_config *c = &plan->config;
+        const int32_t smem = c->split_smem_bytes > c->smem_bytes &&
+                                     c->split_smem_bytes <= plan->props.smem_per_block
+                                 ? c->split_smem_bytes
+                                 : c->smem_bytes;
         FB_TRY(fb_device_prepare_kernel(plan, p->device, plan->launches.kernel_index, smem));
     }
     FB_TRY(fb_launches_plan(plan));

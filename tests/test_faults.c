@@ -55,7 +55,7 @@ enum call {
     C_COUNT
 };
 
-#define FAKE_DEVICES 16
+#define FAKE_DEVICES 24
 
 typedef struct fake_device {
     int major, minor, sms, smem;
@@ -654,6 +654,36 @@ static void test_plan_on_an_sm86_device_takes_an_sm86_row(void **state)
     flashbwd_plan_destroy(plan);
 }
 
+/* An sm_90 part whose opt-in shared memory fits the main kernel but not the split kernel
+ * (past hd64 the split kernel needs more): plans run the main kernel, and plan creation
+ * raises the kernels' limit only to what the device has. */
+static void test_plan_on_a_device_too_small_for_the_split_kernel_runs_the_main_kernel(void **state)
+{
+    (void)state;
+    const int32_t dims[] = {96, 128};
+    int ran = 0;
+    for (size_t i = 0; i < COUNT_OF(dims); ++i) {
+        const fb_kernel_key key = {FLASHBWD_DTYPE_BF16, 90, dims[i]};
+        fb_config c;
+        if (fb_kernel_find(&key) < 0 ||
+            fb_config_select(NULL, 90, dims[i], FB_SMEM_LIMIT_SM90, &c) != FLASHBWD_OK ||
+            c.split_smem_bytes <= c.smem_bytes)
+            continue;
+        const int ord = fresh_ordinal();
+        fake.dev[ord] = (fake_device){9, 0, 132, c.smem_bytes};
+        flashbwd_problem p = device_problem(ord);
+        p.head_dim = dims[i];
+        flashbwd_plan *plan = NULL;
+        if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK) fail_msg("%s", flashbwd_last_error());
+        const flashbwd_plan_info info = info_of(plan);
+        assert_int_equal(info.smem_bytes, c.smem_bytes);
+        assert_int_equal(atomic_load(&smem_raised_to), c.smem_bytes);
+        flashbwd_plan_destroy(plan);
+        ++ran;
+    }
+    if (!ran) skip(); /* this build has neither head dim */
+}
+
 static void test_plan_on_an_sm75_device_is_not_supported(void **state)
 {
     (void)state;
@@ -962,6 +992,7 @@ int main(void)
         T(test_plan_on_a_device_takes_its_properties),
         T(test_plan_raises_the_kernels_smem_limit_once_per_device),
         T(test_plan_on_an_sm86_device_takes_an_sm86_row),
+        T(test_plan_on_a_device_too_small_for_the_split_kernel_runs_the_main_kernel),
         T(test_plan_on_an_sm75_device_is_not_supported),
         T(test_plan_with_kernels_older_than_the_device_is_a_cuda_error),
         T(test_plan_with_zero_devices_is_no_device),
