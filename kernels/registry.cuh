@@ -36,11 +36,9 @@ cudaError_t launch_backward(const fb_bwd_params &p, const fb_launch_table &t, cu
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     dims(FLASHBWD_LAUNCH_MAIN, g, b);
     const int smem = t.launch[FLASHBWD_LAUNCH_MAIN].smem_bytes;
-    bool split = false; /* the plan sets t.split only where the row has a split kernel */
-    if constexpr (C::SPLIT_STAGES > 0) {
-        if ((split = t.split)) bwd_split_kernel<C><<<g, b, smem, s>>>(p);
-    }
-    if (split) {
+    if (t.split) {
+        if constexpr (C::SPLIT_STAGES > 0) bwd_split_kernel<C><<<g, b, smem, s>>>(p);
+        else return cudaErrorInvalidValue; /* the plan sets it only where the row has one */
     } else if (t.dq_in_main) { /* then FLASHBWD_LAUNCH_CONVERT_DQ has grid 0 */
         bwd_main_kernel<C, true><<<g, b, smem, s>>>(p);
     } else {
