@@ -382,6 +382,16 @@ static void test_config_table_has_one_row_per_class_and_kernel_head_dim(void **s
         }
 }
 
+/* plan_create with the testing variable `var` set to `value` for that call only. */
+static int32_t plan_create_with_env(const char *var, const char *value,
+                                    const flashbwd_problem *p, flashbwd_plan **plan)
+{
+    assert_int_equal(setenv(var, value, 1), 0);
+    const int32_t st = flashbwd_plan_create(p, plan);
+    unsetenv(var);
+    return st;
+}
+
 /* A testing variable's bad value: plan_create gives INVALID_VALUE and no plan, and the
  * message names the variable. */
 static void expect_env_rejected(int32_t st, const flashbwd_plan *plan, const char *var,
@@ -411,13 +421,12 @@ static void test_forced_dq_fold_sets_the_convert_launch_or_is_invalid(void **sta
     for (size_t c = 0; c < COUNT_OF(cases); ++c)
         for (size_t s = 0; s < COUNT_OF(shapes); ++s)
             for (int mask = NO_MASK; mask < MASK_KINDS; ++mask) {
-                assert_int_equal(setenv("FLASHBWD_FORCE_DQ_FOLD", cases[c].force, 1), 0);
                 flashbwd_problem p = planning_problem(90, 128, &shapes[s]);
                 p.causal = mask == CAUSAL;
                 if (mask == WINDOW) p.use_window = 1, p.window_left = 64, p.window_right = -1;
                 flashbwd_plan *plan = NULL;
-                const int32_t st = flashbwd_plan_create(&p, &plan);
-                unsetenv("FLASHBWD_FORCE_DQ_FOLD");
+                const int32_t st =
+                    plan_create_with_env("FLASHBWD_FORCE_DQ_FOLD", cases[c].force, &p, &plan);
                 if (cases[c].want == -1) {
                     expect_env_rejected(st, plan, "FLASHBWD_FORCE_DQ_FOLD", cases[c].force);
                     continue;
@@ -486,13 +495,12 @@ static void test_split_kernel_serves_the_plans_it_can_or_is_forced(void **state)
                 for (int feature = 0; feature < 3; ++feature) { /* plain, det, softcap */
                     const int32_t khd = kernel_head_dims[k].kernel_head_dim;
                     const shape *sh = &shapes[feature == 0 ? 7 : 0];
-                    assert_int_equal(setenv("FLASHBWD_FORCE_SPLIT", cases[c].force, 1), 0);
                     flashbwd_problem p = planning_problem(arches[a].arch, khd, sh);
                     p.deterministic = feature == 1;
                     if (feature == 2) p.softcap = 30.0f;
                     flashbwd_plan *plan = NULL;
-                    const int32_t st = flashbwd_plan_create(&p, &plan);
-                    unsetenv("FLASHBWD_FORCE_SPLIT");
+                    const int32_t st =
+                        plan_create_with_env("FLASHBWD_FORCE_SPLIT", cases[c].force, &p, &plan);
                     if (cases[c].want == -1) {
                         expect_env_rejected(st, plan, "FLASHBWD_FORCE_SPLIT", cases[c].force);
                         continue;
@@ -559,11 +567,10 @@ static void test_launch_graph_switch_takes_0_or_1(void **state)
         int ok;
     } cases[] = {{"0", 1}, {"1", 1}, {"", 1}, {"2", 0}, {"off", 0}, {"00", 0}};
     for (size_t c = 0; c < COUNT_OF(cases); ++c) {
-        assert_int_equal(setenv("FLASHBWD_LAUNCH_GRAPH", cases[c].value, 1), 0);
         flashbwd_problem p = planning_problem(90, 128, &shapes[0]);
         flashbwd_plan *plan = NULL;
-        const int32_t st = flashbwd_plan_create(&p, &plan);
-        unsetenv("FLASHBWD_LAUNCH_GRAPH");
+        const int32_t st =
+            plan_create_with_env("FLASHBWD_LAUNCH_GRAPH", cases[c].value, &p, &plan);
         if (!cases[c].ok) {
             expect_env_rejected(st, plan, "FLASHBWD_LAUNCH_GRAPH", cases[c].value);
             continue;
@@ -590,11 +597,10 @@ static void test_forced_config_class_picks_older_rows_or_is_invalid(void **state
     for (size_t c = 0; c < COUNT_OF(cases); ++c)
         for (size_t k = 0; k < COUNT_OF(kernel_head_dims); ++k) {
             const int32_t khd = kernel_head_dims[k].kernel_head_dim;
-            assert_int_equal(setenv("FLASHBWD_FORCE_CONFIG_CLASS", cases[c].force, 1), 0);
             flashbwd_problem p = planning_problem(cases[c].arch, khd, &shapes[0]);
             flashbwd_plan *plan = NULL;
-            const int32_t st = flashbwd_plan_create(&p, &plan);
-            unsetenv("FLASHBWD_FORCE_CONFIG_CLASS");
+            const int32_t st =
+                plan_create_with_env("FLASHBWD_FORCE_CONFIG_CLASS", cases[c].force, &p, &plan);
             if (cases[c].want_cls == 0) {
                 expect_env_rejected(st, plan, "FLASHBWD_FORCE_CONFIG_CLASS", cases[c].force);
                 continue;
