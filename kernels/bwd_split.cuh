@@ -3,8 +3,8 @@
  * The work of bwd_main.cuh (one CTA per key block, every query block that sees it, last to
  * first), split between two groups of four warps that run side by side:
  *   P warps  (0-3): S = Q·Kᵀ, P = exp2(S·scale·log2e − LSE·log2e) → sP,  dV += Pᵀ·dO,
- *                   dQ_m = dS·K for their columns of LayoutQ
- *   dS warps (4-7): dP = dO·Vᵀ, dS = P∘(dP − D) with P read back from sP → sdS,
+ *                   then dQ_{m+1} = dS·K of the previous step for their columns of LayoutQ
+ *   dS warps (4-7): dP = dO·Vᵀ, dS = P∘(dP − D) with P read back from sP → sdS[it % 2],
  *                   dK += dSᵀ·Q, dQ_m for the other columns, and the Q/dO ring's refill
  * Why (docs/performance.md): in bwd_main all eight warps are in one phase at a time, so the
  * tensor cores idle while every warp computes exponentials or waits at a barrier, and each
@@ -14,18 +14,28 @@
  * runs, and the blocks of S/dP (32 x 64) and dV/dK (64 x 64) are larger: at hd128 a step
  * reads ~464 KB instead of ~576 KB. Same-run A/B on the H200 against bwd_main: hd128
  * +6..+14%, hd256 +12..+28%, hd96 +3..+9%, hd192 +16..+27%, hd64 +0..+4%.
+ * At hd64 (FB_SPLIT_DQ_LATE) the P warps' dQ is a step late so that they need not wait
+ * for dS: they sync on block m's dS at the top of the next step (block m-1), long after it
+ * was stored, and multiply it after that step's dV GEMM, while the dS warps store block
+ * m-1's dS in the other buffer. Elsewhere they sync right after their dV GEMM and
+ * multiply the step's own dS (one dS buffer).
  * Synchronisation in the loop (no CTA barrier):
  *   BAR_P_READY   the P warps arrive once P is stored; the dS warps sync before reading it
- *   BAR_DS_READY  the dS warps arrive once dS is stored; the P warps sync before their dQ
+ *   BAR_DS_READY  the dS warps arrive once dS is stored (and they are done reading P); the
+ *                 P warps sync before their dQ (late dQ: a step later, before the next P)
  *   BAR_P_GROUP, BAR_DS_GROUP  a group's own barrier before its dV (dK) GEMM
  *   full[s], empty[s]  mbarriers of ring stage s: the refill's copies arrive on full[s];
  *                 every thread arrives on empty[s] when done reading the stage, and the dS
  *                 warps refill it once that phase completes.
- * One buffer each for P and dS is enough: a side reaches BAR_P_READY (BAR_DS_READY) of the
- * next step only after syncing on the other side's barrier of this one, so no store of a
- * step can overtake a read of the previous step's P or dS; within a group, the group
- * barrier or the other side's barrier (whose count covers every thread of both groups)
- * separates a warp's reads from its neighbours' next stores.
+ * The two barriers alternate: a side reaches BAR_P_READY (BAR_DS_READY) of the next step
+ * only after syncing on the other side's barrier of this one, so the P warps are at most a
+ * step ahead. One buffer for P is then enough (its next store waits for the dS warps'
+ * arrival, which follows their reads), and for dS one, or two with the late dQ: the dS
+ * warps store into buffer it % 2 after BAR_P_READY of step it, which the P warps reach
+ * only after their dQ of step it - 2 read that buffer. Within a group, the group barrier
+ * or the other side's barrier
+ * (whose count covers every thread of both groups) separates a warp's reads from its
+ * neighbours' next stores.
  * Not served (the plan takes bwd_main.cuh): deterministic mode, softcap (its 1 − tanh²
  * factor of dS needs the score, which the dS warps never see) and the folded dQ
  * conversion; the launch, grid and workspace are bwd_main's, dQ's fp32 layout too.
@@ -66,10 +76,11 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
     constexpr int NT = C::NUM_THREADS, GT = NT / 2; /* threads of the CTA, of a group */
     static_assert(NT == 256, "two groups of four warps");
 
-    /* Shared memory: sK | sV | sQ[ST] | sdO[ST] | sP | sdS | sP16 | sLSE[ST] | sD[ST] |
-     * full[ST] | empty[ST] (config_table.h, FB_SMEM_SPLIT_BYTES). sP16: P as fp16 for the dS
-     * warps, with bf16 inputs (FB_SPLIT_P16); fp16 inputs read sP itself. */
+    /* Shared memory: sK | sV | sQ[ST] | sdO[ST] | sP | sdS[1 + LATE] | sP16 | sLSE[ST] |
+     * sD[ST] | full[ST] | empty[ST] (config_table.h, FB_SMEM_SPLIT_BYTES). sP16: P as fp16
+     * for the dS warps, with bf16 inputs (FB_SPLIT_P16); fp16 inputs read sP itself. */
     constexpr int P16 = FB_SPLIT_P16(HD) ? 1 : 0;
+    constexpr int LATE = FB_SPLIT_DQ_LATE(HD) ? 1 : 0; /* the P warps' dQ a step late */
     constexpr bool P_COPY = P16 && !std::is_same<T, __half>::value;
     using TP = std::conditional_t<P16 != 0, __half, T>; /* the type the dS warps read P in */
     extern __shared__ __align__(128) unsigned char smem[];
@@ -78,10 +89,10 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
     const uint32_t sQ = sV + TileK::BYTES;
     const uint32_t sdO = sQ + ST * TileQ::BYTES;
     const uint32_t sP = sdO + ST * TileQ::BYTES;
-    const uint32_t sdS = sP + TileP::BYTES;
-    const uint32_t sP16 = P_COPY ? sdS + TileP::BYTES : sP;
+    const uint32_t sdS = sP + TileP::BYTES; /* late dQ: step `it` writes buffer it % 2 */
+    const uint32_t sP16 = P_COPY ? sdS + (1 + LATE) * TileP::BYTES : sP;
     float *sLSE = reinterpret_cast<float *>(smem + 2 * TileK::BYTES + 2 * ST * TileQ::BYTES +
-                                            (2 + P16) * TileP::BYTES);
+                                            (2 + LATE + P16) * TileP::BYTES);
     float *sD = sLSE + ST * BM;
     const uint32_t full = smem_u32(sD + ST * BM), empty = full + 8 * ST; /* 8 bytes each */
 
@@ -159,21 +170,23 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
         sp.slope_log2 = p.alibi_slopes[b * p.alibi_stride[0] + h * p.alibi_stride[1]] * LOG2E;
 
     /* dQ_m = dS_m·K for this warp's block of LayoutQ, added into block m's fp32 rows; by
-     * row-tile halves where the block has 4 row tiles (hd256), as in bwd_main. */
-    auto dq_step = [&](int m, int lane) {
+     * row-tile halves where the block has 4 row tiles (hd256), as in bwd_main. `it` is the
+     * step that stored dS_m, which names its buffer. */
+    auto dq_step = [&](int m, int it, int lane) {
         const auto a = operand_addr<LQ, TileP, true, false>(sdS, warp, lane);
+        const uint32_t a_off = LATE * (it & 1) * TileP::BYTES;
         const auto bk = operand_addr<LQ, TileK, false, true>(sK, warp, lane);
         float *chunk = p.dq_accum + (ws_q + (int64_t)m * BM) * HD;
         constexpr int RT = LQ::MT >= 4 && LQ::NT % 2 == 0 ? LQ::MT / 2 : 0;
         if constexpr (RT > 0) {
             warp_gemm_by_row_tiles<LQ, RT, TileP, TileK, true, BN, T>(
-                a, 0, bk, 0, [&](int mi0, const float(&acc)[RT][LQ::NT][4]) {
+                a, a_off, bk, 0, [&](int mi0, const float(&acc)[RT][LQ::NT][4]) {
                     red_add_row_tiles<LQ, RT, NT>(chunk, mi0, acc, tid);
                 });
         } else {
             float acc_dq[LQ::MT][LQ::NT][4];
             zero(acc_dq);
-            warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, 0, bk, 0);
+            warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc_dq, a, a_off, bk, 0);
             red_add_frags<LQ, NT>(chunk, acc_dq, 1.0f, tid);
         }
     };
@@ -242,6 +255,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
                 operand_addr<LS, TileK, false, false>(sK, gw, lane), 0);           // S = Q·Kᵀ
             softmax_p_tile<LS>(acc_s, sLSE + s * BM, sp, mask,
                                mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, gw, lane);
+            if (LATE && it > 0) ptx::bar_sync(BAR_DS_READY, NT); /* done with sP */
             store_frags<LS, TileP, T>(sP, acc_s, 1.0f, gw, lane);
             if constexpr (P_COPY) store_frags<LS, TileP, TP>(sP16, acc_s, 1.0f, gw, lane);
             ptx::bar_arrive(BAR_P_READY, NT);
@@ -251,8 +265,16 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
                 operand_addr<LKV, TileQ, false, true>(sdO, gw, lane),
                 s * TileQ::BYTES);                                                 // dV += Pᵀ·dO
             ptx::mbarrier_arrive(empty + 8 * s);
+            if constexpr (LATE) {
+                if (it > 0) dq_step(m + 1, it - 1, lane); /* the previous step's dS */
+            } else {
+                ptx::bar_sync(BAR_DS_READY, NT);
+                dq_step(m, it, lane);
+            }
+        }
+        if constexpr (LATE) {
             ptx::bar_sync(BAR_DS_READY, NT);
-            dq_step(m, lane);
+            dq_step(m_begin, m_end - 1 - m_begin, lane_id());
         }
         finish(acc_dv, true);
     } else {
@@ -268,11 +290,12 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
                 operand_addr<LS, TileK, false, false>(sV, gw, lane), 0);           // dP = dO·Vᵀ
             ptx::bar_sync(BAR_P_READY, NT);
             ds_from_stored_p<LS, TileP, TP>(acc_dp, sP16, sD + s * BM, gw, lane);
-            store_frags<LS, TileP, T>(sdS, acc_dp, 1.0f, gw, lane);
+            const uint32_t ds_off = LATE * (it & 1) * TileP::BYTES;
+            store_frags<LS, TileP, T>(sdS + ds_off, acc_dp, 1.0f, gw, lane);
             ptx::bar_arrive(BAR_DS_READY, NT);
             ptx::bar_sync(BAR_DS_GROUP, GT); /* all of dS visible to the group */
             warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(
-                acc_dk, operand_addr<LKV, TileP, true, true>(sdS, gw, lane), 0,
+                acc_dk, operand_addr<LKV, TileP, true, true>(sdS, gw, lane), ds_off,
                 operand_addr<LKV, TileQ, false, true>(sQ, gw, lane),
                 s * TileQ::BYTES);                                                 // dK += dSᵀ·Q
             ptx::mbarrier_arrive(empty + 8 * s);
@@ -280,7 +303,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
                 ptx::mbarrier_wait(empty + 8 * s, (it / ST) & 1);
                 load_stage(m - ST, s);
             }
-            dq_step(m, lane);
+            dq_step(m, it, lane);
         }
         finish(acc_dk, false);
     }

@@ -101,12 +101,20 @@
  * hd64 2..4% (its 64 x 64 P blocks double the stores), which keeps the bf16 P. */
 #define FB_SPLIT_P16(hd) ((hd) > 64)
 
-/* Shared memory of the split kernel: K and V, SST stages of Q and dO, P, dS and the fp16
- * copy of P (FB_SPLIT_P16; reserved for fp16 inputs too), SST stages of LSE*log2(e) and D,
- * then the ring's two mbarriers per stage (8 bytes each). */
+/* FB_SPLIT_DQ_LATE(hd): the split kernel's P warps take the previous step's dS for their
+ * dQ, so that they never wait for the dS warps mid-step (a second dS buffer). Same run on
+ * the H200 against taking the step's own dS: hd64 +10..+16%, but hd128 -1.0..-0.1% and
+ * hd256 -7..-12% (docs/performance.md, twelfth session); hd96 and hd192 not measured. */
+#define FB_SPLIT_DQ_LATE(hd) ((hd) == 64)
+
+/* Shared memory of the split kernel: K and V, SST stages of Q and dO, P, dS (two buffers
+ * with FB_SPLIT_DQ_LATE) and the fp16 copy of P (FB_SPLIT_P16; reserved for fp16 inputs
+ * too), SST stages of LSE*log2(e) and D, then the ring's two mbarriers per stage (8 bytes
+ * each). */
 #define FB_SMEM_SPLIT_BYTES(bm, bn, hd, sst)                                           \
     (FB_SMEM_KV_BYTES(bm, bn, hd, sst) + FB_SMEM_QDO_BYTES(bm, bn, hd, sst) +          \
-     FB_SMEM_PDS_BYTES(bm, bn, 0) + FB_SPLIT_P16(hd) * (bm) * (bn) * 2 +               \
+     FB_SMEM_PDS_BYTES(bm, bn, FB_SPLIT_DQ_LATE(hd)) +                                \
+     FB_SPLIT_P16(hd) * (bm) * (bn) * 2 +                                              \
      FB_SMEM_STATS_BYTES(bm, bn, hd, sst) + (sst) * 2 * 8)
 
 #endif /* FB_CONFIG_TABLE_H */
