@@ -22,4 +22,5 @@ for t in "$build"/tests/test_*; do
 done
 cp -a "$build/tests/libcmocka.so.0" "$pack/tests/" 2>/dev/null || true
 cp -a "$build/bench/flashbwd_bench" "$build/bench/flashbwd_demo" "$pack/bench/"
+[ -x "$build/bench/barrier_probe" ] && cp -a "$build/bench/barrier_probe" "$pack/bench/"
 du -sh "$pack"
