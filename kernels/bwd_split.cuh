@@ -3,8 +3,8 @@
  * The work of bwd_main.cuh (one CTA per key block, every query block that sees it, last to
  * first), split between two groups of four warps that run side by side:
  *   P warps  (0-3): S = Q·Kᵀ, P = exp2(S·scale·log2e − LSE·log2e) → sP,  dV += Pᵀ·dO,
- *                   then dQ_{m+1} = dS·K of the previous step for their columns of LayoutQ
- *   dS warps (4-7): dP = dO·Vᵀ, dS = P∘(dP − D) with P read back from sP → sdS[it % 2],
+ *                   dQ = dS·K for their columns of LayoutQ (at hd64 the previous step's)
+ *   dS warps (4-7): dP = dO·Vᵀ, dS = P∘(dP − D) with P read back from sP → sdS,
  *                   dK += dSᵀ·Q, dQ_m for the other columns, and the Q/dO ring's refill
  * Why (docs/performance.md): in bwd_main all eight warps are in one phase at a time, so the
  * tensor cores idle while every warp computes exponentials or waits at a barrier, and each
@@ -33,9 +33,8 @@
  * arrival, which follows their reads), and for dS one, or two with the late dQ: the dS
  * warps store into buffer it % 2 after BAR_P_READY of step it, which the P warps reach
  * only after their dQ of step it - 2 read that buffer. Within a group, the group barrier
- * or the other side's barrier
- * (whose count covers every thread of both groups) separates a warp's reads from its
- * neighbours' next stores.
+ * or the other side's barrier (whose count covers every thread of both groups) separates
+ * a warp's reads from its neighbours' next stores.
  * Not served (the plan takes bwd_main.cuh): deterministic mode, softcap (its 1 − tanh²
  * factor of dS needs the score, which the dS warps never see) and the folded dQ
  * conversion; the launch, grid and workspace are bwd_main's, dQ's fp32 layout too.
