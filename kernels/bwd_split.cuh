@@ -3,7 +3,7 @@
  * The work of bwd_main.cuh (one CTA per key block, every query block that sees it, last to
  * first), split between two groups of four warps that run side by side:
  *   P warps  (0-3): S = Q·Kᵀ, P = exp2(S·scale·log2e − LSE·log2e) → sP,  dV += Pᵀ·dO,
- *                   dQ = dS·K for their columns of LayoutQ (at hd64 the previous step's)
+ *                   dQ = dS·K for their columns of LayoutQ (hd64, hd96: the previous step's)
  *   dS warps (4-7): dP = dO·Vᵀ, dS = P∘(dP − D) with P read back from sP → sdS,
  *                   dK += dSᵀ·Q, dQ_m for the other columns, and the Q/dO ring's refill
  * Why (docs/performance.md): in bwd_main all eight warps are in one phase at a time, so the
@@ -14,10 +14,10 @@
  * runs, and the blocks of S/dP (32 x 64) and dV/dK (64 x 64) are larger: at hd128 a step
  * reads ~464 KB instead of ~576 KB. Same-run A/B on the H200 against bwd_main: hd128
  * +6..+14%, hd256 +12..+28%, hd96 +3..+9%, hd192 +16..+27%, hd64 +0..+4%.
- * At hd64 (FB_SPLIT_DQ_LATE) the P warps' dQ is a step late so that they need not wait
- * for dS: they sync on block m's dS at the top of the next step (block m-1), long after it
- * was stored, and multiply it after that step's dV GEMM, while the dS warps store block
- * m-1's dS in the other buffer. Elsewhere they sync right after their dV GEMM and
+ * At hd64 and hd96 (FB_SPLIT_DQ_LATE) the P warps' dQ is a step late so that they need not
+ * wait for dS: they sync on block m's dS at the top of the next step (block m-1), long
+ * after it was stored, and multiply it after that step's dV GEMM, while the dS warps store
+ * block m-1's dS in the other buffer. Elsewhere they sync right after their dV GEMM and
  * multiply the step's own dS (one dS buffer).
  * Synchronisation in the loop (no CTA barrier):
  *   BAR_P_READY   the P warps arrive once P is stored; the dS warps sync before reading it

@@ -103,9 +103,10 @@
 
 /* FB_SPLIT_DQ_LATE(hd): the split kernel's P warps take the previous step's dS for their
  * dQ, so that they never wait for the dS warps mid-step (a second dS buffer). Same run on
- * the H200 against taking the step's own dS: hd64 +10..+16%, but hd128 -1.0..-0.1% and
- * hd256 -7..-12% (docs/performance.md, twelfth session); hd96 and hd192 not measured. */
-#define FB_SPLIT_DQ_LATE(hd) ((hd) == 64)
+ * the H200 against taking the step's own dS: hd64 +10..+16%, hd96 +6.5..+10%, but hd128
+ * -1.0..-0.1%, hd192 -1..-2.5% and hd256 -7..-12% (docs/performance.md, twelfth and
+ * thirteenth sessions). */
+#define FB_SPLIT_DQ_LATE(hd) ((hd) == 64 || (hd) == 96)
 
 /* Shared memory of the split kernel: K and V, SST stages of Q and dO, P, dS (two buffers
  * with FB_SPLIT_DQ_LATE) and the fp16 copy of P (FB_SPLIT_P16; reserved for fp16 inputs

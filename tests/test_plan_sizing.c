@@ -91,14 +91,15 @@ static int64_t documented_smem(const trow *r)
 }
 
 /* Shared memory of the split kernel from its documented layout (config_table.h): K and V,
- * SST stages of Q and dO, P and dS (BM x BN, 16-bit; at head_dim 64 a second dS buffer for
- * the late dQ, past it an fp16 copy of P), SST stages of the two fp32 row statistics, and
- * two 8-byte mbarriers per stage. */
+ * SST stages of Q and dO, P and dS (BM x BN, 16-bit; at head dims 64 and 96 a second dS
+ * buffer for the late dQ, past 64 an fp16 copy of P), SST stages of the two fp32 row
+ * statistics, and two 8-byte mbarriers per stage. */
 static int64_t documented_split_smem(const trow *r)
 {
     const int64_t kv = 2 * (int64_t)r->bn * r->hd * 2;
     const int64_t q_do = (int64_t)r->sst * 2 * r->bm * r->hd * 2;
-    const int64_t p_ds = (2 + (r->hd == 64) + (r->hd > 64)) * (int64_t)r->bm * r->bn * 2;
+    const int64_t late_dq = r->hd == 64 || r->hd == 96;
+    const int64_t p_ds = (2 + late_dq + (r->hd > 64)) * (int64_t)r->bm * r->bn * 2;
     const int64_t stats = (int64_t)r->sst * 2 * r->bm * 4;
     return kv + q_do + p_ds + stats + (int64_t)r->sst * 16;
 }
