@@ -11,6 +11,9 @@
  *   0  one CTA-wide barrier.sync (id 5) from both roles (main's split kernel)
  *   1  the P warps bar.arrive at id 6, the dS warps bar.sync at id 6 (wip/init-pair)
  *   2  no prologue barrier
+ *   3  the dS warps alone bar.sync at their group barrier (id 4), the P warps at none (the
+ *      thirteenth session's try: the dS warps set up the ring's mbarriers; on the H200
+ *      every value reads right and racecheck reports 4 hazards, as for variant 1)
  * then one CTA-wide barrier.sync (id 5), the loop, and a CTA-wide barrier.sync (id 5)
  * before the result is written. Every access is ordered by a barrier in all three, so a
  * hazard that racecheck reports for one variant and not another is about its model of
@@ -34,6 +37,8 @@ __device__ __forceinline__ void role(int variant, int *sP, int *sdS, int *bad)
     else if (variant == 1) {
         if (P_WARPS) fb::ptx::bar_arrive(6, NT);
         else fb::ptx::bar_sync(6, NT);
+    } else if (variant == 3 && !P_WARPS) {
+        fb::ptx::bar_sync(4, GT);
     }
     fb::ptx::barrier_sync_unaligned(5, NT);
     int errors = 0;
@@ -79,8 +84,8 @@ int check(cudaError_t e, const char *what)
 int main(int argc, char **argv)
 {
     const int variant = argc > 1 ? atoi(argv[1]) : 1;
-    if (variant < 0 || variant > 2) {
-        fprintf(stderr, "barrier_probe: variant %d: expected 0, 1 or 2\n", variant);
+    if (variant < 0 || variant > 3) {
+        fprintf(stderr, "barrier_probe: variant %d: expected 0, 1, 2 or 3\n", variant);
         return 2;
     }
     int *bad = nullptr, host = -1;
