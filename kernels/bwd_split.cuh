@@ -43,6 +43,7 @@
 #include <type_traits>
 
 #include "bwd_config.cuh"
+#include "cta_trace.cuh"
 #include "launch.h"
 #include "mask.cuh"
 #include "ptx/barrier.cuh"
@@ -160,6 +161,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
         for (int s = 0; s < ST && m_end - 1 - s >= m_begin; ++s) load_stage(m_end - 1 - s, s);
     ptx::cp_async_wait<0>(); /* K and V (the stages' copies are in no group) */
     ptx::barrier_sync_unaligned(BAR_CTA, NT);
+    FB_TRACE(if (tid == 0) { trace::Cta::mark(trace::PROLOGUE); trace::Cta::steps(m_end - m_begin); })
 
     SoftmaxParams sp;
     sp.scale_log2 = p.scale_log2;
@@ -275,6 +277,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
             ptx::bar_sync(BAR_DS_READY, NT);
             dq_step(m_begin, m_end - 1 - m_begin, lane_id());
         }
+        FB_TRACE(if (tid == 0) trace::Cta::mark(trace::P_LOOP));
         finish(acc_dv, true);
     } else {
         float acc_dk[LKV::MT][LKV::NT][4];
@@ -304,6 +307,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
             }
             dq_step(m, it, lane);
         }
+        FB_TRACE(if (tid == GT) trace::Cta::mark(trace::DS_LOOP));
         finish(acc_dk, false);
     }
 }
@@ -314,8 +318,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_split_kernel(const fb_b
     if constexpr (!arch_compiled<C::ARCH>() || C::SPLIT_STAGES == 0) {
         __trap();
     } else {
+        FB_TRACE(trace::Cta cta; cta.start(); ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS));
         if (threadIdx.x < C::NUM_THREADS / 2) split_role<C, true>(p);
         else split_role<C, false>(p);
+        FB_TRACE(ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS); cta.finish());
     }
 }
 
