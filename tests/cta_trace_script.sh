@@ -6,12 +6,9 @@
 #   cta_trace_script.sh REPO_ROOT
 set -euo pipefail
 root=$1
-if ! command -v python3 >/dev/null 2>&1; then
-    echo "SKIPPED: python3 not found"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/script_helpers.sh"
+need_python3
+make_tmp
 # CTA sm bx by bz steps g_start g_end c_prologue c_p_loop c_ds_loop c_end
 cat > "$tmp/run.log" <<'LOG'
 a benchmark line the script ignores
@@ -25,9 +22,6 @@ CTA 1 2 0 0 4 1000000 1010000 2000 17000 18000 20000
 CTA 1 3 0 0 4 1012000 1022000 2000 17000 18000 20000
 LOG
 out=$(python3 "$root/bench/cta_trace.py" "$tmp/run.log")
-expect() {
-    grep -qE "$1" <<<"$out" || { echo "FAIL: no line matching '$1' in:" >&2; echo "$out" >&2; exit 1; }
-}
 expect '^4 CTAs on 2 SMs, kernel span 22\.0 us, SM busy 90\.9% of it, clock 2\.000 GHz'
 expect 'steps per CTA: min 4 median 4(\.0)? max 4$'
 expect 'prologue \(entry to loop\) +median +1\.00 '

@@ -6,12 +6,9 @@
 #   ncu_roles_script.sh REPO_ROOT
 set -euo pipefail
 root=$1
-if ! command -v python3 >/dev/null 2>&1; then
-    echo "SKIPPED: python3 not found"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/script_helpers.sh"
+need_python3
+make_tmp
 page() { # page FILE OPCODE_AT_0x40: dS role 0x00-0x20 (EXIT at 0x20), P role from 0x30
     cat > "$1" <<CSV
 "Kernel Name","fake"
@@ -25,9 +22,6 @@ CSV
 }
 page "$tmp/split.csv" MUFU.EX2
 out=$(python3 "$root/bench/ncu_roles.py" "$tmp/split.csv")
-expect() {
-    grep -qE "$1" <<<"$out" || { echo "FAIL: no line matching '$1' in:" >&2; echo "$out" >&2; exit 1; }
-}
 expect '100 samples; P role from \+0x30$'
 expect '^role dS: 50\.0% of samples; within it: barrier 40\.0%, on HMMA 60\.0%, on MUFU 0\.0%; 2\.10 instructions per HMMA$'
 expect '^role P: 50\.0% of samples; within it: barrier 0\.0%, on HMMA 20\.0%, on MUFU 80\.0%; 2\.00 instructions per HMMA$'

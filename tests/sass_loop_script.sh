@@ -6,12 +6,9 @@
 #   sass_loop_script.sh REPO_ROOT
 set -euo pipefail
 root=$1
-if ! command -v python3 >/dev/null 2>&1; then
-    echo "SKIPPED: python3 not found"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/script_helpers.sh"
+need_python3
+make_tmp
 listing() { # listing FILE EXTRA_OP: an outer loop 0x00-0x80 around an inner one 0x10-0x60
     cat > "$1" <<SASS
         /*0000*/                   MOV R1, c[0x0][0x28] ;
@@ -28,9 +25,6 @@ SASS
 listing "$tmp/a.sass" IADD3
 listing "$tmp/b.sass" LOP3
 out=$(python3 "$root/bench/sass_loop.py" "$tmp/a.sass" "$tmp/b.sass" --hmma 2)
-expect() {
-    grep -qE "$1" <<<"$out" || { echo "FAIL: no line matching '$1' in:" >&2; echo "$out" >&2; exit 1; }
-}
 expect 'a\.sass: loop 0x10-0x60, 6 instructions, 1 local-memory accesses$'
 expect '^  IADD3 +1 +0 +-1$'
 expect '^  LOP3 +0 +1 +\+1$'

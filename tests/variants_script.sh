@@ -8,12 +8,9 @@
 #   variants_script.sh REPO_ROOT
 set -euo pipefail
 root=$1
-if ! command -v python3 >/dev/null 2>&1; then
-    echo "SKIPPED: python3 not found (variants.sh summarizes with it)"
-    exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/script_helpers.sh"
+need_python3 "variants.sh summarizes with it"
+make_tmp
 mkdir -p "$tmp/variants/fast" "$tmp/variants/slow"
 
 # The fake prints flashbwd_bench's header and rows; TFLOP/s depend on the variant (its
