@@ -161,7 +161,10 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
         for (int s = 0; s < ST && m_end - 1 - s >= m_begin; ++s) load_stage(m_end - 1 - s, s);
     ptx::cp_async_wait<0>(); /* K and V (the stages' copies are in no group) */
     ptx::barrier_sync_unaligned(BAR_CTA, NT);
-    FB_TRACE(if (tid == 0) { trace::Cta::mark(trace::PROLOGUE); trace::Cta::steps(m_end - m_begin); })
+    FB_TRACE(if (tid == 0) {
+        trace::Cta::mark(trace::PROLOGUE);
+        trace::Cta::steps(m_end - m_begin);
+    })
 
     SoftmaxParams sp;
     sp.scale_log2 = p.scale_log2;
@@ -318,7 +321,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_split_kernel(const fb_b
     if constexpr (!arch_compiled<C::ARCH>() || C::SPLIT_STAGES == 0) {
         __trap();
     } else {
-        FB_TRACE(trace::Cta cta; cta.start(); ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS));
+        FB_TRACE(trace::Cta cta; cta.start();
+                 ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS));
         if (threadIdx.x < C::NUM_THREADS / 2) split_role<C, true>(p);
         else split_role<C, false>(p);
         FB_TRACE(ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS); cta.finish());
