@@ -35,7 +35,7 @@ run() {
     FAKE_STATE=$tmp FLASHBWD_BENCH=$tmp/bench VARIANTS_DIR=$tmp/variants \
         bash "$root/bench/variants.sh" run "$@" 2>"$tmp/stderr"
 }
-expect() { # expect NAME OUTPUT PATTERN
+expect_named() { # expect_named NAME OUTPUT PATTERN
     if ! grep -qE "$3" <<<"$2"; then
         echo "FAIL ($1): no line matching '$3' in:" >&2
         echo "$2" >&2
@@ -44,11 +44,11 @@ expect() { # expect NAME OUTPUT PATTERN
 }
 
 out=$(run)
-expect "both passes, plain row" "$out" '^ 128      0   4096 \|      102\.0      110\.0       90\.0 \| 1\.078 0\.882$'
-expect "both passes, window row" "$out" '^ 128      1   4096 \|      102\.0      110\.0       90\.0 \| 1\.078 0\.882$'
+expect_named "both passes, plain row" "$out" '^ 128      0   4096 \|      102\.0      110\.0       90\.0 \| 1\.078 0\.882$'
+expect_named "both passes, window row" "$out" '^ 128      1   4096 \|      102\.0      110\.0       90\.0 \| 1\.078 0\.882$'
 
 out=$(FAKE_SLEEP=1 VARIANTS_BUDGET_S=1 run)
-expect "budget: first pass only" "$out" '^ 128      0   4096 \|      100\.0      110\.0       90\.0 \| 1\.100 0\.900$'
+expect_named "budget: first pass only" "$out" '^ 128      0   4096 \|      100\.0      110\.0       90\.0 \| 1\.100 0\.900$'
 grep -q "skipping pass 2" "$tmp/stderr" || { echo "FAIL: the budget skipped nothing" >&2; exit 1; }
 empty=$tmp/empty; mkdir -p "$empty"
 if FAKE_STATE=$tmp FLASHBWD_BENCH=$tmp/bench VARIANTS_DIR=$empty \
@@ -66,5 +66,5 @@ fi
 rm -f "$tmp/ran"
 out=$(FAKE_STATE=$tmp FLASHBWD_BENCH=$tmp/bench VARIANTS_DIR=$envdir \
     bash "$root/bench/variants.sh" run 2>"$tmp/stderr")
-expect "env variant" "$out" '^ 128      0   4096 \|      102\.0      120\.0 \| 1\.176$'
+expect_named "env variant" "$out" '^ 128      0   4096 \|      102\.0      120\.0 \| 1\.176$'
 echo "PASS: variants.sh summarizes both passes, tagged rows, a budget-cut run and an env variant, and refuses an empty folder"
