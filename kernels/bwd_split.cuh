@@ -59,6 +59,24 @@ namespace fb {
  * from different instructions (so neither __syncthreads nor bar.sync, which are aligned). */
 constexpr int BAR_P_READY = 1, BAR_DS_READY = 2, BAR_P_GROUP = 3, BAR_DS_GROUP = 4, BAR_CTA = 5;
 
+/* This CTA's head and batch entry, derived again from its linear block index, for the
+ * refill of the Q/dO ring where FB_SPLIT_REFILL_DERIVED (config_table.h): recomputed at
+ * each refill, with divisions by the grid's extents, rather than kept from the preamble
+ * or read again from blockIdx, no pointer into Q or dO stays live across the dS warps'
+ * loop, and at hd128 ptxas allocates that loop best of the three. */
+template <int BN>
+__device__ __forceinline__ void grid_head_batch(const fb_bwd_params &p, int &h, int &b)
+{
+    const int n_blocks = (p.seqlen_k + BN - 1) / BN;
+    const int x_dim = p.heads_on_x ? p.heads_q : n_blocks;
+    const int y_dim = p.heads_on_x ? n_blocks : p.heads_q;
+    const int t = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    const int x = t % x_dim, rest = t / x_dim;
+    const int y = rest % y_dim;
+    b = rest / y_dim;
+    h = p.heads_on_x ? x : y;
+}
+
 /* One role's whole program: P_WARPS for warps 0-3, else warps 4-7. Everything is derived
  * inside from the parameters and the thread index, so that no value is live into both
  * roles' code: with the preamble shared, ptxas spilled 150-200 B of the two loops (their
@@ -138,13 +156,31 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
      * 64-bit source offset. */
     auto load_stage = [&](int m, int s) {
         const int t = thread_id<NT>() % GT;
-        const int m0 = m * BM, rows = min(BM, si.sq - m0);
-        cp_async_tile<TileQ, HD, GT>(sQ + s * TileQ::BYTES, gQ + m0 * p.q_stride[1],
-                                     p.q_stride[1], rows, p.head_dim, t);
-        cp_async_tile<TileQ, HD, GT>(sdO + s * TileQ::BYTES, gdO + m0 * p.do_stride[1],
-                                     p.do_stride[1], rows, p.head_dim, t);
-        cp_async_floats(smem_u32(sLSE + s * BM), p.lse_log2 + ws_q + m0, BM, t);
-        cp_async_floats(smem_u32(sD + s * BM), p.dpsum + ws_q + m0, BM, t);
+        if constexpr (FB_SPLIT_REFILL_DERIVED(HD)) {
+            int hs, bs;
+            grid_head_batch<BN>(p, hs, bs);
+            const SeqInfo ss = seq_info<BM, BN>(p, bs);
+            const int m0 = m * BM, rows = min(BM, ss.sq - m0);
+            const int64_t ws = ss.ws_q_row0 + (int64_t)hs * p.ws_rows_q + m0;
+            cp_async_tile<TileQ, HD, GT>(
+                sQ + s * TileQ::BYTES,
+                tensor_rows<const T>(p.q, p.q_stride, bs, ss.q_row0 + m0, hs), p.q_stride[1],
+                rows, p.head_dim, t);
+            cp_async_tile<TileQ, HD, GT>(
+                sdO + s * TileQ::BYTES,
+                tensor_rows<const T>(p.dout, p.do_stride, bs, ss.q_row0 + m0, hs),
+                p.do_stride[1], rows, p.head_dim, t);
+            cp_async_floats(smem_u32(sLSE + s * BM), p.lse_log2 + ws, BM, t);
+            cp_async_floats(smem_u32(sD + s * BM), p.dpsum + ws, BM, t);
+        } else {
+            const int m0 = m * BM, rows = min(BM, si.sq - m0);
+            cp_async_tile<TileQ, HD, GT>(sQ + s * TileQ::BYTES, gQ + m0 * p.q_stride[1],
+                                         p.q_stride[1], rows, p.head_dim, t);
+            cp_async_tile<TileQ, HD, GT>(sdO + s * TileQ::BYTES, gdO + m0 * p.do_stride[1],
+                                         p.do_stride[1], rows, p.head_dim, t);
+            cp_async_floats(smem_u32(sLSE + s * BM), p.lse_log2 + ws_q + m0, BM, t);
+            cp_async_floats(smem_u32(sD + s * BM), p.dpsum + ws_q + m0, BM, t);
+        }
         ptx::cp_async_mbarrier_arrive(full + 8 * s);
     };
 

@@ -108,6 +108,14 @@
  * thirteenth sessions). */
 #define FB_SPLIT_DQ_LATE(hd) ((hd) == 64 || (hd) == 96)
 
+/* FB_SPLIT_REFILL_DERIVED(hd): the split kernel's dS warps derive the Q/dO rows of each
+ * ring refill from the block index at every step (kernels/bwd_split.cuh, grid_head_batch)
+ * instead of keeping them from the preamble: only ptxas's allocation of their loop
+ * changes. Same run on the H200 (docs/performance.md, fourteenth session): hd128
+ * +0.9..+2.9% (512-16k keys, both masks), but hd64 -2..-7%, hd96 -0.5..-2.8%, hd256
+ * -3%, hd192 mixed (-2.4..+1.6%). */
+#define FB_SPLIT_REFILL_DERIVED(hd) ((hd) == 128)
+
 /* Shared memory of the split kernel: K and V, SST stages of Q and dO, P, dS (two buffers
  * with FB_SPLIT_DQ_LATE) and the fp16 copy of P (FB_SPLIT_P16; reserved for fp16 inputs
  * too), SST stages of LSE*log2(e) and D, then the ring's two mbarriers per stage (8 bytes

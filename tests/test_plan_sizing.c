@@ -479,6 +479,28 @@ static void test_hd64_folds_dq_only_past_fmin(void **state)
     unsetenv("FLASHBWD_FORCE_SPLIT");
 }
 
+/* The split kernel numbers its CTAs with an int: a main grid past 2^30 CTAs (16384 heads x
+ * 16384 batch entries x 8 key blocks) takes bwd_main, 2^26 CTAs still the split kernel. */
+static void test_split_kernel_leaves_grids_past_2_to_30_ctas_to_the_main_kernel(void **state)
+{
+    (void)state;
+    const trow *row = expected_row(90, 128, class_limit(90));
+    assert_non_null(row);
+    for (int big = 0; big < 2; ++big) {
+        const shape sh = {"wide", big ? 16384 : 4096, 16384, 16384, 1024, 1024, 0, 0, 0};
+        flashbwd_problem p = planning_problem(90, 128, &sh);
+        flashbwd_plan *plan = NULL;
+        if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK)
+            fail_msg("batch %lld: %s", (long long)sh.batch, flashbwd_last_error());
+        const flashbwd_plan_info info = info_of(plan);
+        const int64_t want = big ? documented_smem(row) : documented_split_smem(row);
+        if (info.smem_bytes != want)
+            fail_msg("batch %lld: smem %d; expected %lld (the %s kernel)", (long long)sh.batch,
+                     info.smem_bytes, (long long)want, big ? "main" : "split");
+        flashbwd_plan_destroy(plan);
+    }
+}
+
 /* The split kernel (config table SPLIT, SST): it serves the sm_90 rows' plans without
  * deterministic mode or softcap, as their main launch, with its own shared memory and
  * stages and dQ converted in its own pass. FLASHBWD_FORCE_SPLIT=0 turns it off, =1 on for
@@ -774,6 +796,7 @@ int main(void)
         cmocka_unit_test(test_hd64_folds_dq_only_past_fmin),
         cmocka_unit_test(test_split_kernel_serves_the_plans_it_can_or_is_forced),
         cmocka_unit_test(test_launch_graph_switch_takes_0_or_1),
+        cmocka_unit_test(test_split_kernel_leaves_grids_past_2_to_30_ctas_to_the_main_kernel),
         cmocka_unit_test(test_masked_plans_put_heads_on_main_grid_x),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
