@@ -11,8 +11,8 @@
  * FLASHBWD_FORCE_DQ_FOLD=0|1 (testing) overrides that, so the GPU suite can run both
  * kernels at any length.
  * The split kernel (config table SPLIT, SST) replaces the main kernel for the plans it
- * serves: no deterministic mode, no softcap, seqlen_k above the row's SPLIT, a main grid
- * of at most 2^30 CTAs. It converts dQ
+ * serves: no deterministic mode, no softcap, seqlen_k above the row's SPLIT (at hd128, a
+ * main grid of at most 2^30 CTAs). It converts dQ
  * in its own pass. FLASHBWD_FORCE_SPLIT=0|1 (testing) turns it off, or on for every plan it
  * can serve.
  * The plan also keeps the launches as one CUDA graph (built at plan creation, replayed by
@@ -75,12 +75,13 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
         plan->launch_graph = graph[0] == '1';
     }
     const fb_config *c = &plan->config;
-    /* The split kernel finds its head and batch entry from its linear block index, an int
-     * (kernels/bwd_split.cuh, grid_head_batch): grids of up to 2^30 CTAs. */
+    /* Where the split kernel derives its head and batch entry from its linear block index,
+     * an int (FB_SPLIT_REFILL_DERIVED, kernels/bwd_split.cuh): grids of up to 2^30 CTAs. */
     const int64_t main_ctas = n_blocks * p->heads_q * p->batch;
     const int split_serves = c->split_stages > 0 && !p->deterministic && p->softcap == 0.0f &&
                              c->split_smem_bytes <= plan->props.smem_per_block &&
-                             main_ctas <= (1 << 30);
+                             (!FB_SPLIT_REFILL_DERIVED(c->kernel_head_dim) ||
+                              main_ctas <= (1 << 30));
     t->split = split_serves && c->split >= 0 && p->seqlen_k > c->split;
     const char *force_split = getenv("FLASHBWD_FORCE_SPLIT");
     if (force_split && *force_split) {

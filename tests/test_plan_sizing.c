@@ -479,25 +479,30 @@ static void test_hd64_folds_dq_only_past_fmin(void **state)
     unsetenv("FLASHBWD_FORCE_SPLIT");
 }
 
-/* The split kernel numbers its CTAs with an int: a main grid past 2^30 CTAs (16384 heads x
- * 16384 batch entries x 8 key blocks) takes bwd_main, 2^26 CTAs still the split kernel. */
+/* At hd128 the split kernel numbers its CTAs with an int (FB_SPLIT_REFILL_DERIVED): a main
+ * grid past 2^30 CTAs (16384 heads x 16384 batch entries x 8 key blocks) takes bwd_main,
+ * 2^29 CTAs still the split kernel; hd64's split kernel serves both. */
 static void test_split_kernel_leaves_grids_past_2_to_30_ctas_to_the_main_kernel(void **state)
 {
     (void)state;
-    const trow *row = expected_row(90, 128, class_limit(90));
-    assert_non_null(row);
-    for (int big = 0; big < 2; ++big) {
-        const shape sh = {"wide", big ? 16384 : 4096, 16384, 16384, 1024, 1024, 0, 0, 0};
-        flashbwd_problem p = planning_problem(90, 128, &sh);
-        flashbwd_plan *plan = NULL;
-        if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK)
-            fail_msg("batch %lld: %s", (long long)sh.batch, flashbwd_last_error());
-        const flashbwd_plan_info info = info_of(plan);
-        const int64_t want = big ? documented_smem(row) : documented_split_smem(row);
-        if (info.smem_bytes != want)
-            fail_msg("batch %lld: smem %d; expected %lld (the %s kernel)", (long long)sh.batch,
-                     info.smem_bytes, (long long)want, big ? "main" : "split");
-        flashbwd_plan_destroy(plan);
+    for (int hd = 64; hd <= 128; hd += 64) {
+        const trow *row = expected_row(90, hd, class_limit(90));
+        assert_non_null(row);
+        for (int big = 0; big < 2; ++big) {
+            const shape sh = {"wide", big ? 16384 : 4096, 16384, 16384, 1024, 1024, 0, 0, 0};
+            flashbwd_problem p = planning_problem(90, hd, &sh);
+            flashbwd_plan *plan = NULL;
+            if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK)
+                fail_msg("hd %d batch %lld: %s", hd, (long long)sh.batch, flashbwd_last_error());
+            const flashbwd_plan_info info = info_of(plan);
+            const int main_kernel = big && hd == 128;
+            const int64_t want = main_kernel ? documented_smem(row) : documented_split_smem(row);
+            if (info.smem_bytes != want)
+                fail_msg("hd %d batch %lld: smem %d; expected %lld (the %s kernel)", hd,
+                         (long long)sh.batch, info.smem_bytes, (long long)want,
+                         main_kernel ? "main" : "split");
+            flashbwd_plan_destroy(plan);
+        }
     }
 }
 
