@@ -4,7 +4,8 @@
 #                              (default: all but ab, which needs variants/ built and carried)
 # Runs from the repository root with the build/ folder carried from the build machine
 # (tests and tools find libflashbwd.so and libcmocka.so.0 through $ORIGIN rpaths). Logs go
-# to $OUT (or /tmp/flashbwd-out); a summary is printed last.
+# to $OUT (or /tmp/flashbwd-out), packed at the end into $OUT/run_gpu.tgz (the device tool
+# brings back at most 8 files; RUN_GPU_TAR=0 leaves them loose); a summary is printed last.
 set -u
 OUT=${OUT:-/tmp/flashbwd-out}
 mkdir -p "$OUT"
@@ -100,4 +101,9 @@ if has torch; then
   grep -v '^JSON' "$OUT/torch.log" | tail -40
 fi
 
+if [ "${RUN_GPU_TAR:-1}" = 1 ]; then
+  logs=$(cd "$OUT" && ls gpu.txt sass.txt tests*.log sanitize.log demo.log bench.log ab.log \
+    torch.log 2>/dev/null)
+  [ -n "$logs" ] && (cd "$OUT" && tar -czf run_gpu.tgz $logs && rm -f $logs)
+fi
 echo; echo "===== summary"; printf '%s\n' "${summary[@]}"
