@@ -53,6 +53,11 @@ if has tests; then
   # ... and the other way round: the hd64 row converts in its own pass up to 1024 keys (FMIN).
   FLASHBWD_FORCE_SPLIT=0 FLASHBWD_FORCE_DQ_FOLD=1 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_fold.log" 2>&1
   note "test_gpu with the dQ conversion folded rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_fold.log") ok): $(worst "$OUT/tests_fold.log")"
+  # The main grid's other order: heads on x without a mask, key blocks on x with one.
+  for x in 0 1; do
+    FLASHBWD_FORCE_HEADS_ON_X=$x FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_x$x.log" 2>&1
+    note "test_gpu with FORCE_HEADS_ON_X=$x rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_x$x.log") ok): $(worst "$OUT/tests_x$x.log")"
+  done
   # Plans replay their launches as a CUDA graph by default: run the direct launches too.
   FLASHBWD_LAUNCH_GRAPH=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_direct.log" 2>&1
   note "test_gpu with direct launches rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_direct.log") ok): $(worst "$OUT/tests_direct.log")"

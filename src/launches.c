@@ -9,7 +9,9 @@
  * The conversion is folded into the main kernel when seqlen_k is at most the row's FOLD, or
  * for a plan with a mask (causal or a window) its FOLDM, and above its FMIN (config_table.h).
  * FLASHBWD_FORCE_DQ_FOLD=0|1 (testing) overrides that, so the GPU suite can run both
- * kernels at any length.
+ * kernels at any length. FLASHBWD_FORCE_HEADS_ON_X=0|1 (testing, A/B of the grid order)
+ * puts key blocks or heads on the main grid's x for every plan (heads only while the key
+ * blocks fit y's 65535).
  * The split kernel (config table SPLIT, SST) replaces the main kernel for the plans it
  * serves: no deterministic mode, no softcap, seqlen_k above the row's SPLIT (at hd128, a
  * main grid of at most 2^30 CTAs). It converts dQ
@@ -51,7 +53,13 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
      * first key block, then every head's second: the longest first. Measured: +1..+6%
      * causal; without a mask the key blocks stay on x (heads on x cost 0-1.7% there:
      * fewer CTAs share a head's Q and dO in L2). The y dimension holds 65535. */
-    const int masked_grid = masked && n_blocks <= 65535;
+    int masked_grid = masked && n_blocks <= 65535;
+    const char *force_x = getenv("FLASHBWD_FORCE_HEADS_ON_X");
+    if (force_x && *force_x) {
+        FB_FAIL_IF(plan, strcmp(force_x, "0") && strcmp(force_x, "1"), FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_FORCE_HEADS_ON_X = \"%.16s\": expected 0 or 1", force_x);
+        masked_grid = force_x[0] == '1' && n_blocks <= 65535;
+    }
     t->heads_on_x = masked_grid;
     if (masked_grid)
         set(&t->launch[FLASHBWD_LAUNCH_MAIN], p->heads_q, n_blocks, p->batch,

@@ -586,6 +586,44 @@ static void test_masked_plans_put_heads_on_main_grid_x(void **state)
     }
 }
 
+/* FLASHBWD_FORCE_HEADS_ON_X (an A/B of the grid order): 1 puts heads on the main grid's x
+ * and 0 key blocks, with or without a mask; heads go on x only while the key blocks fit
+ * y's 65535; anything else is INVALID_VALUE naming the variable. */
+static void test_forced_grid_order_puts_heads_or_key_blocks_on_x_or_is_invalid(void **state)
+{
+    (void)state;
+    const char *bad[] = {"2", "yes", "01"};
+    for (int mask = 0; mask < 2; ++mask)
+        for (int force = 0; force < 2; ++force)
+            for (int huge = 0; huge < 2; ++huge) {
+                shape s = shapes[2]; /* odd 17 x 1000: 4 heads, 8 key blocks of 128, batch 1 */
+                if (huge) s.seqlen_k = 65536LL * 128 + 1, s.seqlen_q = 1; /* 65537 key blocks */
+                flashbwd_problem p = planning_problem(90, 128, &s);
+                p.causal = mask;
+                flashbwd_plan *plan = NULL;
+                const int32_t st = plan_create_with_env("FLASHBWD_FORCE_HEADS_ON_X",
+                                                        force ? "1" : "0", &p, &plan);
+                if (st != FLASHBWD_OK) fail_msg("%s", flashbwd_last_error());
+                const flashbwd_plan_info info = info_of(plan);
+                const int32_t *g = info.grid[FLASHBWD_LAUNCH_MAIN];
+                const int64_t n_blocks = cdiv(s.seqlen_k, info.block_n);
+                const int heads_x = force && !huge;
+                const int64_t x = heads_x ? s.heads_q : n_blocks;
+                const int64_t y = heads_x ? n_blocks : s.heads_q;
+                if (g[0] != x || g[1] != y || g[2] != s.batch)
+                    fail_msg("mask %d force %d huge %d: main grid %d x %d x %d; expected %lld x "
+                             "%lld x %lld", mask, force, huge, g[0], g[1], g[2], (long long)x,
+                             (long long)y, (long long)s.batch);
+                flashbwd_plan_destroy(plan);
+            }
+    for (size_t c = 0; c < COUNT_OF(bad); ++c) {
+        flashbwd_problem p = planning_problem(90, 128, &shapes[2]);
+        flashbwd_plan *plan = NULL;
+        expect_env_rejected(plan_create_with_env("FLASHBWD_FORCE_HEADS_ON_X", bad[c], &p, &plan),
+                            plan, "FLASHBWD_FORCE_HEADS_ON_X", bad[c]);
+    }
+}
+
 /* FLASHBWD_LAUNCH_GRAPH (0: launch the kernels one by one; the GPU suite runs both ways):
  * 0, 1 and unset plan; anything else is INVALID_VALUE naming the variable. */
 static void test_launch_graph_switch_takes_0_or_1(void **state)
@@ -803,6 +841,7 @@ int main(void)
         cmocka_unit_test(test_launch_graph_switch_takes_0_or_1),
         cmocka_unit_test(test_split_kernel_leaves_grids_past_2_to_30_ctas_to_the_main_kernel),
         cmocka_unit_test(test_masked_plans_put_heads_on_main_grid_x),
+        cmocka_unit_test(test_forced_grid_order_puts_heads_or_key_blocks_on_x_or_is_invalid),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
         cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),
