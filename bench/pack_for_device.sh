@@ -22,5 +22,7 @@ for t in "$build"/tests/test_*; do
 done
 cp -a "$build/tests/libcmocka.so.0" "$pack/tests/" 2>/dev/null || true
 cp -a "$build/bench/flashbwd_bench" "$build/bench/flashbwd_demo" "$pack/bench/"
-[ -x "$build/bench/barrier_probe" ] && cp -a "$build/bench/barrier_probe" "$pack/bench/"
+for probe in barrier_probe tma_probe; do
+    [ -x "$build/bench/$probe" ] && cp -a "$build/bench/$probe" "$pack/bench/"
+done
 du -sh "$pack"

@@ -13,6 +13,7 @@
 #include "ptx/red.cuh"
 #include "ptx/shared.cuh"
 #include "warp_gemm.cuh"
+#include "warp_layout.cuh"
 
 namespace fb {
 
