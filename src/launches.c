@@ -53,15 +53,15 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
      * first key block, then every head's second: the longest first. Measured: +1..+6%
      * causal; without a mask the key blocks stay on x (heads on x cost 0-1.7% there:
      * fewer CTAs share a head's Q and dO in L2). The y dimension holds 65535. */
-    int masked_grid = masked && n_blocks <= 65535;
+    int heads_x = masked && n_blocks <= 65535;
     const char *force_x = getenv("FLASHBWD_FORCE_HEADS_ON_X");
     if (force_x && *force_x) {
         FB_FAIL_IF(plan, strcmp(force_x, "0") && strcmp(force_x, "1"), FLASHBWD_ERR_INVALID_VALUE,
                    "environment FLASHBWD_FORCE_HEADS_ON_X = \"%.16s\": expected 0 or 1", force_x);
-        masked_grid = force_x[0] == '1' && n_blocks <= 65535;
+        heads_x = force_x[0] == '1' && n_blocks <= 65535;
     }
-    t->heads_on_x = masked_grid;
-    if (masked_grid)
+    t->heads_on_x = heads_x;
+    if (heads_x)
         set(&t->launch[FLASHBWD_LAUNCH_MAIN], p->heads_q, n_blocks, p->batch,
             plan->config.smem_bytes);
     else
