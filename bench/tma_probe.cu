@@ -4,7 +4,8 @@
  * 16-byte chunk index XORed with (row % 8), which should be CU_TENSOR_MAP_SWIZZLE_128B of
  * a box 64 columns wide, if the panel sits 1024-byte aligned.
  *
- *   build/bench/tma_probe          prints one line per case and PASS or FAIL (exit 1)
+ *   build/bench/tma_probe          prints one line per case and PASS or FAIL (exit 1, as for
+ *                                  a failing CUDA call)
  *
  * Each case copies one 64 x 128 tile of a (batch, seq, head, dim) bf16 tensor twice into
  * poisoned shared memory: by cp_async_tile (kernels/tile_io.cuh, the kernels' refill) and
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "check.h" /* after cuda_runtime.h: CUDA_CHECK */
 #include "ptx/cp_async.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/tma.cuh"
@@ -30,16 +32,6 @@ namespace {
 constexpr int BM = 64, HD = 128, NT = 128;
 using Tile = fb::SmemTile<BM, HD>;
 constexpr int SMEM = 2 * Tile::BYTES + 1024 + 16; /* two tiles, alignment slack, mbarrier */
-
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-                    cudaGetErrorString(e_));                                                 \
-            exit(2);                                                                         \
-        }                                                                                    \
-    } while (0)
 
 __global__ void __launch_bounds__(NT) probe(const __grid_constant__ CUtensorMap tmap,
                                             const __nv_bfloat16 *gmem, int64_t row_stride,
@@ -79,11 +71,11 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn()
 {
     void *fn = nullptr;
     cudaDriverEntryPointQueryResult q;
-    CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+    CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
                                            cudaEnableDefault, &q));
     if (q != cudaDriverEntryPointSuccess || !fn) {
         fprintf(stderr, "cuTensorMapEncodeTiled not found (query result %d)\n", (int)q);
-        exit(2);
+        exit(1);
     }
     return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
 }
@@ -97,10 +89,10 @@ int run_case(const char *name, int B, int S, int H, int D, int m0, int h, int b)
     for (size_t i = 0; i < n; ++i) host[i] = __float2bfloat16((float)rand() / RAND_MAX - 0.5f);
     __nv_bfloat16 *dev;
     int *counts;
-    CHECK(cudaMalloc(&dev, n * sizeof *dev));
-    CHECK(cudaMemcpy(dev, host, n * sizeof *dev, cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(&counts, 4 * sizeof(int)));
-    CHECK(cudaMemset(counts, 0, 4 * sizeof(int)));
+    CUDA_CHECK(cudaMalloc(&dev, n * sizeof *dev));
+    CUDA_CHECK(cudaMemcpy(dev, host, n * sizeof *dev, cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&counts, 4 * sizeof(int)));
+    CUDA_CHECK(cudaMemset(counts, 0, 4 * sizeof(int)));
 
     CUtensorMap tmap;
     const cuuint64_t dims[4] = {(cuuint64_t)D, (cuuint64_t)H, (cuuint64_t)S, (cuuint64_t)B};
@@ -113,24 +105,24 @@ int run_case(const char *name, int B, int S, int H, int D, int m0, int h, int b)
                                    CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
         fprintf(stderr, "%s: cuTensorMapEncodeTiled failed (%d)\n", name, (int)r);
-        exit(2);
+        exit(1);
     }
-    CHECK(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
+    CUDA_CHECK(cudaFuncSetAttribute(probe, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM));
     const int64_t row_stride = (int64_t)H * D;
     const __nv_bfloat16 *tile = dev + ((size_t)b * S + m0) * H * D + (size_t)h * D;
     probe<<<1, NT, SMEM>>>(tmap, tile, row_stride, S - m0 < BM ? S - m0 : BM, D, m0, h, b,
                            counts, counts + 1);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
     int c[4];
-    CHECK(cudaMemcpy(c, counts, sizeof c, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(c, counts, sizeof c, cudaMemcpyDeviceToHost));
     printf("%-32s %s", name, c[0] ? "MISMATCH" : "same bytes");
     if (c[0])
         printf(" (%d elements; e.g. element %d: tensor copy %04x, cp.async %04x)", c[0], c[1],
                c[2], c[3]);
     printf("\n");
-    CHECK(cudaFree(dev));
-    CHECK(cudaFree(counts));
+    CUDA_CHECK(cudaFree(dev));
+    CUDA_CHECK(cudaFree(counts));
     free(host);
     return c[0];
 }
