@@ -48,6 +48,7 @@
 #include "mask.cuh"
 #include "ptx/barrier.cuh"
 #include "ptx/mbarrier.cuh"
+#include "ptx/tma.cuh"
 #include "seqinfo.cuh"
 #include "softmax_grad.cuh"
 #include "tile_io.cuh"
@@ -150,12 +151,45 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
     const T *gdO = tensor_rows<const T>(p.dout, p.do_stride, b, si.q_row0, h);
     const int64_t ws_q = si.ws_q_row0 + (int64_t)h * p.ws_rows_q; /* this head's row 0 */
 
+    /* The refill through the tensor copy engine (FB_SPLIT_TMA rows, where execute encoded
+     * Q's and dO's maps: p.tma_on) needs every stage 1024-byte aligned for SWIZZLE_128B;
+     * the stages sit at multiples of 16 KB from the base, which the hardware places there
+     * unless static shared memory (a trace build's) comes first. */
+    auto use_tma = [&]() {
+        return FB_SPLIT_TMA(HD) && p.tma_on && smem_u32(smem) % 1024 == 0;
+    };
+
     /* Query block m into ring stage s, by the dS warps; each thread's arrival on full[s]
      * fires when its copies have landed. The chunk coordinates come from an opaque thread
      * index, as in bwd_main: held across the loop, ptxas kept (and spilled) every pass's
-     * 64-bit source offset. */
+     * 64-bit source offset. Through TMA only the group's first thread issues the copies,
+     * and full[s] (count 1) completes when its arrival and all the stage's bytes are in. */
     auto load_stage = [&](int m, int s) {
         const int t = thread_id<NT>() % GT;
+        if constexpr (FB_SPLIT_TMA(HD)) {
+            if (use_tma()) {
+                if (t == 0) {
+                    int hs, bs;
+                    grid_head_batch<BN>(p, hs, bs);
+                    const SeqInfo ss = seq_info<BM, BN>(p, bs);
+                    const int m0 = m * BM;
+                    const int64_t ws = ss.ws_q_row0 + (int64_t)hs * p.ws_rows_q + m0;
+                    const uint32_t bar = full + 8 * s;
+                    constexpr int PANEL_BYTES = BM * 64 * 2;
+                    ptx::mbarrier_arrive_expect_tx(bar, 2 * TileQ::BYTES + 2 * BM * 4);
+#pragma unroll
+                    for (int c = 0; c < HD / 64; ++c) {
+                        ptx::tma_load_4d(sQ + s * TileQ::BYTES + c * PANEL_BYTES, &p.tma_q,
+                                         c * 64, hs, m0, bs, bar);
+                        ptx::tma_load_4d(sdO + s * TileQ::BYTES + c * PANEL_BYTES, &p.tma_do,
+                                         c * 64, hs, m0, bs, bar);
+                    }
+                    ptx::bulk_load(smem_u32(sLSE + s * BM), p.lse_log2 + ws, BM * 4, bar);
+                    ptx::bulk_load(smem_u32(sD + s * BM), p.dpsum + ws, BM * 4, bar);
+                }
+                return;
+            }
+        }
         if constexpr (FB_SPLIT_REFILL_DERIVED(HD)) {
             int hs, bs;
             grid_head_batch<BN>(p, hs, bs);
@@ -184,11 +218,13 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
         ptx::cp_async_mbarrier_arrive(full + 8 * s);
     };
 
-    if (tid == 0)
+    if (tid == 0) {
         for (int s = 0; s < ST; ++s) {
-            ptx::mbarrier_init(full + 8 * s, GT);  /* the dS warps' copies */
+            ptx::mbarrier_init(full + 8 * s, use_tma() ? 1 : GT); /* the refill's copies */
             ptx::mbarrier_init(empty + 8 * s, NT); /* every thread, done with the stage */
         }
+        if (use_tma()) ptx::fence_mbarrier_init(); /* the copy engine sees the counts */
+    }
     ptx::barrier_sync_unaligned(BAR_CTA, NT);
     cp_async_tile<TileK, HD, NT>(sK, gK, p.k_stride[1], kv_rows, p.head_dim, tid);
     cp_async_tile<TileK, HD, NT>(sV, gV, p.v_stride[1], kv_rows, p.head_dim, tid);
@@ -340,7 +376,9 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
                 operand_addr<LKV, TileQ, false, true>(sQ, gw, lane),
                 s * TileQ::BYTES);                                                 // dK += dSᵀ·Q
             ptx::mbarrier_arrive(empty + 8 * s);
-            if (m - ST >= m_begin) { /* refill the stage once every thread is done with it */
+            /* Refill the stage once every thread is done with it; through TMA only the
+             * issuing thread waits. */
+            if (m - ST >= m_begin && (!use_tma() || gtid == 0)) {
                 ptx::mbarrier_wait(empty + 8 * s, (it / ST) & 1);
                 load_stage(m - ST, s);
             }
@@ -352,7 +390,9 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
 }
 
 template <class C>
-__global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_split_kernel(const fb_bwd_params p)
+__global__ void __launch_bounds__(C::NUM_THREADS, 1)
+    bwd_split_kernel(const __grid_constant__ fb_bwd_params p) /* grid constant: TMA reads the
+                                                                 maps in place */
 {
     if constexpr (!arch_compiled<C::ARCH>() || C::SPLIT_STAGES == 0) {
         __trap();

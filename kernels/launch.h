@@ -14,6 +14,18 @@
 extern "C" {
 #endif
 
+/* A CUtensorMap (cuda.h: 128 bytes, 64-byte aligned), the tensor copy engine's description of
+ * a tensor and of the box it copies; opaque here, so that this header needs no cuda.h.
+ * src/tma_maps.c encodes them. */
+typedef struct fb_tma_map {
+#ifdef __cplusplus
+    alignas(64)
+#else
+    _Alignas(64)
+#endif
+        uint64_t words[16];
+} fb_tma_map;
+
 /* Everything the kernels read. Strides are in elements; the last dimension is contiguous.
  * Varlen: batch strides are 0 and rows are offset by cu_seqlens. */
 typedef struct fb_bwd_params {
@@ -59,6 +71,12 @@ typedef struct fb_bwd_params {
     int32_t window_right; /* keys right of the diagonal, -1 = unbounded (causal gives 0) */
     int32_t deterministic;
     int32_t heads_on_x;   /* main grid (heads, key blocks, batch), not (key blocks, heads, batch) */
+
+    /* The split kernel's Q/dO refill through the tensor copy engine (FB_SPLIT_TMA rows):
+     * tma_on = 1 when tma_q and tma_do describe Q and dO as (head_dim, heads, seqlen_q,
+     * batch) tensors with 64 x BLOCK_M boxes, SWIZZLE_128B; else the refill is cp.async. */
+    int32_t tma_on;
+    fb_tma_map tma_q, tma_do;
 } fb_bwd_params;
 
 /* One launch: grid, block and dynamic shared memory, cached by the plan. */
@@ -75,6 +93,8 @@ typedef struct fb_launch_table {
     int32_t dq_in_main;     /* 1: the main kernel converts dQ; the convert-dQ grid is 0 */
     int32_t split;          /* 1: the split kernel (bwd_split.cuh) is the main launch */
     int32_t heads_on_x;     /* fb_bwd_params.heads_on_x */
+    int32_t split_tma;      /* the split kernel may refill through TMA (execute checks the
+                               tensors: src/tma_maps.c) */
     fb_launch_dims launch[4];
 } fb_launch_table;
 

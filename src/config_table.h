@@ -116,6 +116,13 @@
  * -3%, hd192 mixed (-2.4..+1.6%). */
 #define FB_SPLIT_REFILL_DERIVED(hd) ((hd) == 128)
 
+/* FB_SPLIT_TMA(hd): the split kernel's ring refill can go through the tensor copy engine
+ * (sm_90): one dS thread asks for Q's and dO's boxes and the LSE and D rows, instead of
+ * every dS thread issuing cp.async and computing their addresses (docs/performance.md,
+ * lever (16c)). Execute falls back to cp.async for varlen, seqused_q, and tensors whose
+ * base or strides are not 16-byte multiples (src/tma_maps.c). */
+#define FB_SPLIT_TMA(hd) ((hd) == 128)
+
 /* Shared memory of the split kernel: K and V, SST stages of Q and dO, P, dS (two buffers
  * with FB_SPLIT_DQ_LATE) and the fp16 copy of P (FB_SPLIT_P16; reserved for fp16 inputs
  * too), SST stages of LSE*log2(e) and D, then the ring's two mbarriers per stage (8 bytes

@@ -135,6 +135,18 @@ typedef struct fb_problem_norm {
     int32_t sm_count_override, explicit_arch, explicit_smem;
 } fb_problem_norm;
 
+/* The split kernel's tensor maps for Q and dO, kept from the last execute (tma_maps.c):
+ * valid once encoded for the tensors and shape in the key; on = both encodes succeeded. */
+typedef struct fb_tma_cache {
+    const void *q, *dout;
+    int64_t q_stride[3], do_stride[3];
+    int32_t shape[4]; /* batch, heads_q, seqlen_q, head_dim */
+    int32_t valid, on;
+    /* the maps' bytes (fb_tma_map without its 64-byte alignment, which calloc'd plans
+     * would not honour; copied into the aligned parameter block at execute) */
+    uint64_t q_map[16], do_map[16];
+} fb_tma_cache;
+
 struct flashbwd_plan {
     fb_problem_norm prob;
     fb_device_props props;   /* planned-for device (zero for the CPU backend) */
@@ -144,6 +156,7 @@ struct flashbwd_plan {
     int32_t launch_graph;    /* build graph (FLASHBWD_LAUNCH_GRAPH, default 1) */
     fb_launch_graph *graph;  /* the launches as one CUDA graph; NULL: launched one by one */
     fb_workspace_layout ws;
+    fb_tma_cache tma;        /* CUDA backend, split kernel with FB_SPLIT_TMA */
     fb_tensor tensors[FLASHBWD_TENSOR_COUNT];
     void *workspace;
     size_t workspace_bytes;
@@ -171,6 +184,10 @@ int32_t fb_cpu_execute(flashbwd_plan *plan);
 
 /* launch.c: run the backward on the GPU. */
 int32_t fb_cuda_execute(flashbwd_plan *plan, void *stream);
+
+/* tma_maps.c: set k->tma_on, and k->tma_q and k->tma_do where the split kernel can refill
+ * through TMA, from the plan's cache or encoded now (CUDA builds only). */
+void fb_tma_bind(flashbwd_plan *plan, fb_bwd_params *k);
 
 /* Half-precision conversions used by the CPU backend (half.c). */
 float fb_half_to_float(uint16_t h, int32_t dtype);

@@ -146,6 +146,7 @@ int32_t fb_cuda_execute(flashbwd_plan *plan, void *stream)
     FB_TRY(fb_device_check_current(plan, plan->prob.device));
     fb_bwd_params params;
     fill_params(plan, &params);
+    fb_tma_bind(plan, &params);
     if (plan->graph) { /* replay the plan's graph, unless the stream is being captured */
         enum cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
         cudaError_t err = cudaStreamIsCapturing((cudaStream_t)stream, &capture);

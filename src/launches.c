@@ -98,6 +98,16 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
                    "environment FLASHBWD_FORCE_SPLIT = \"%.16s\": expected 0 or 1", force_split);
         t->split = split_serves && force_split[0] == '1';
     }
+    /* The ring refill through TMA where the row has it; execute checks each call's tensors
+     * (src/tma_maps.c). FLASHBWD_SPLIT_TMA=0 keeps cp.async, for A/B runs and tests. */
+    t->split_tma = t->split && FB_SPLIT_TMA(c->kernel_head_dim);
+    const char *force_tma = getenv("FLASHBWD_SPLIT_TMA");
+    if (force_tma && *force_tma) {
+        FB_FAIL_IF(plan, strcmp(force_tma, "0") && strcmp(force_tma, "1"),
+                   FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_SPLIT_TMA = \"%.16s\": expected 0 or 1", force_tma);
+        t->split_tma = t->split_tma && force_tma[0] == '1';
+    }
     if (t->split) {
         t->dq_in_main = 0;
         t->launch[FLASHBWD_LAUNCH_MAIN].smem_bytes = c->split_smem_bytes;

@@ -218,6 +218,7 @@ static void test_gpu_matches_fp64_on_features(void **state)
         {.name = "bf16 d128 scale 0.05", .dtype = BF, .head_dim = 128, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 128, .seqlen_k = 128, .scale = 0.05f},
         {.name = "fp16 d64 padded strides gqa", .dtype = FP, .head_dim = 64, .batch = 2, .heads_q = 4, .heads_kv = 2, .seqlen_q = 129, .seqlen_k = 65, .layout = 1, .causal = 1},
         {.name = "bf16 d128 bhsd strides", .dtype = BF, .head_dim = 128, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 100, .seqlen_k = 130, .layout = 2},
+        {.name = "fp16 d128 padded strides causal", .dtype = FP, .head_dim = 128, .batch = 2, .heads_q = 3, .heads_kv = 3, .seqlen_q = 190, .seqlen_k = 190, .layout = 1, .causal = 1},
         {.name = "bf16 d64 -inf LSE rows", .dtype = BF, .head_dim = 64, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 150, .seqlen_k = 150, .masked_rows = 1, .causal = 1},
         {.name = "fp16 d128 varlen causal gqa", .dtype = FP, .head_dim = 128, .batch = 5, .heads_q = 4, .heads_kv = 1, .seqlen_q = 130, .seqlen_k = 200, .varlen = 1, .lens_q = vl_q, .lens_k = vl_k, .causal = 1},
         {.name = "bf16 d64 varlen strided", .dtype = BF, .head_dim = 64, .batch = 5, .heads_q = 2, .heads_kv = 2, .seqlen_q = 130, .seqlen_k = 200, .varlen = 1, .lens_q = vl_q, .lens_k = vl_k, .layout = 1},

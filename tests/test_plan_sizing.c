@@ -647,6 +647,33 @@ static void test_launch_graph_switch_takes_0_or_1(void **state)
     }
 }
 
+/* FLASHBWD_SPLIT_TMA (0: the split kernel refills its ring with cp.async even where TMA
+ * could; the GPU suite runs both ways): 0, 1 and unset plan, for a split plan (hd128) and
+ * one without TMA (hd64); anything else is INVALID_VALUE naming the variable. */
+static void test_split_tma_switch_takes_0_or_1(void **state)
+{
+    (void)state;
+    const struct {
+        const char *value;
+        int ok;
+    } cases[] = {{"0", 1}, {"1", 1}, {"", 1}, {"2", 0}, {"on", 0}, {"10", 0}};
+    const int32_t dims[] = {64, 128};
+    for (size_t d = 0; d < COUNT_OF(dims); ++d)
+        for (size_t c = 0; c < COUNT_OF(cases); ++c) {
+            flashbwd_problem p = planning_problem(90, dims[d], &shapes[0]);
+            flashbwd_plan *plan = NULL;
+            const int32_t st =
+                plan_create_with_env("FLASHBWD_SPLIT_TMA", cases[c].value, &p, &plan);
+            if (!cases[c].ok) {
+                expect_env_rejected(st, plan, "FLASHBWD_SPLIT_TMA", cases[c].value);
+                continue;
+            }
+            if (st != FLASHBWD_OK)
+                fail_msg("hd %d \"%s\": %s", dims[d], cases[c].value, flashbwd_last_error());
+            flashbwd_plan_destroy(plan);
+        }
+}
+
 /* FLASHBWD_FORCE_CONFIG_CLASS (the GPU suite uses it to run the sm_86 kernels on an
  * H200): an older class's rows are taken, a newer class changes nothing, anything else is
  * INVALID_VALUE naming the variable. */
@@ -842,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_split_kernel_leaves_grids_past_2_to_30_ctas_to_the_main_kernel),
         cmocka_unit_test(test_masked_plans_put_heads_on_main_grid_x),
         cmocka_unit_test(test_forced_grid_order_puts_heads_or_key_blocks_on_x_or_is_invalid),
+        cmocka_unit_test(test_split_tma_switch_takes_0_or_1),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
         cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),

@@ -7,13 +7,20 @@
  * swizzle, and reports the bytes on an mbarrier. The thread first tells the barrier how
  * many bytes to expect (arrive.expect_tx: one arrival plus the transaction count), so the
  * barrier's phase completes when that thread has arrived and every byte has landed.
- * Not yet used by the kernels: bench/tma_probe.cu checks that a SWIZZLE_128B box lands
- * exactly as SmemTile lays out a 64-column panel (docs/performance.md, lever (16c)).
+ * The split kernel's ring refill uses it on FB_SPLIT_TMA rows; bench/tma_probe.cu checks
+ * that a SWIZZLE_128B box lands exactly as SmemTile lays out a 64-column panel.
  */
 #pragma once
 #include <stdint.h>
 
 namespace fb::ptx {
+
+/* Make this thread's mbarrier.init visible to the copy engine (and the rest of the
+ * cluster) before the barriers are used; a CTA barrier follows it. */
+__device__ __forceinline__ void fence_mbarrier_init()
+{
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 
 /* Arrive on the mbarrier at `bar` and add `bytes` to the transactions its phase waits for. */
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes)
