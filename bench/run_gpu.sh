@@ -58,7 +58,10 @@ if has tests; then
     FLASHBWD_FORCE_HEADS_ON_X=$x FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_x$x.log" 2>&1
     note "test_gpu with FORCE_HEADS_ON_X=$x rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_x$x.log") ok): $(worst "$OUT/tests_x$x.log")"
   done
-  # The hd128 split kernel refills its ring through TMA where the tensors allow: cp.async too.
+  # Heads in groups of one (the order long masked plans come close to): every mapping.
+  FLASHBWD_HEAD_GROUP=1 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_g1.log" 2>&1
+  note "test_gpu with FLASHBWD_HEAD_GROUP=1 rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_g1.log") ok): $(worst "$OUT/tests_g1.log")"
+  # The split kernel refills its ring through TMA where the tensors allow: cp.async too.
   FLASHBWD_SPLIT_TMA=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_notma.log" 2>&1
   note "test_gpu with the cp.async refill rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_notma.log") ok): $(worst "$OUT/tests_notma.log")"
   # Plans replay their launches as a CUDA graph by default: run the direct launches too.

@@ -31,8 +31,8 @@
  *   instead: there FMIN keeps the convert pass (hd64 up to 1024 keys). Deterministic mode
  *   needs no count: the CTA with the last turn converts right after adding.
  *
- * Launch: grid (n_blocks, heads_q, batch), or with a mask (heads_q, n_blocks, batch) so
- *   that every head's longest key block starts first (p.heads_on_x, src/launches.c);
+ * Launch: grid (n_blocks, heads_q, batch), or with a mask heads in groups, each head's
+ *   longest key block first (p.head_group: grid_order.cuh, src/launches.c);
  *   FB_NUM_THREADS threads, dynamic shared memory Cfg::SMEM_BYTES (raised at plan time).
  * Pipeline: Q, dO, LSE·log2e and D of a query block travel as one cp.async group into a
  *   ring of STAGES buffers; exactly one group is committed per step, after the P/dS
@@ -68,6 +68,7 @@
 #pragma once
 #include "bwd_config.cuh"
 #include "bwd_prepost.cuh"
+#include "grid_order.cuh"
 #include "launch.h"
 #include "mask.cuh"
 #include "ptx/atomic.cuh"
@@ -137,12 +138,10 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
                                             (1 + C::DS_BUFFERS) * TileP::BYTES);
     float *sD = sLSE + ST * BM;
 
-    /* Grid (key blocks, heads, batch), or with a mask (heads, key blocks, batch): see
-     * src/launches.c. Deterministic: key blocks backwards (header). */
-    const bool heads_x = p.heads_on_x;
-    const int n_index = heads_x ? blockIdx.y : blockIdx.x;
-    const int n_block = p.deterministic ? (heads_x ? gridDim.y : gridDim.x) - 1 - n_index : n_index;
-    const int h = heads_x ? blockIdx.x : blockIdx.y, b = blockIdx.z;
+    /* The grid's order: grid_order.cuh. Deterministic: key blocks backwards (header). */
+    const GridPos gp = grid_pos(p);
+    const int n_block = p.deterministic ? gp.n_blocks - 1 - gp.n_index : gp.n_index;
+    const int h = gp.h, b = gp.b;
     const int tid = threadIdx.x, warp = tid / 32;
     const SeqInfo si = seq_info<BM, BN>(p, b);
     const int n0 = n_block * BN;

@@ -44,6 +44,7 @@
 
 #include "bwd_config.cuh"
 #include "cta_trace.cuh"
+#include "grid_order.cuh"
 #include "launch.h"
 #include "mask.cuh"
 #include "ptx/barrier.cuh"
@@ -59,24 +60,6 @@ namespace fb {
 /* Named barriers of the split kernel: BAR_CTA is every thread's, reached by the two roles
  * from different instructions (so neither __syncthreads nor bar.sync, which are aligned). */
 constexpr int BAR_P_READY = 1, BAR_DS_READY = 2, BAR_P_GROUP = 3, BAR_DS_GROUP = 4, BAR_CTA = 5;
-
-/* This CTA's head and batch entry, derived again from its linear block index, for the
- * refill of the Q/dO ring where FB_SPLIT_REFILL_DERIVED (config_table.h): recomputed at
- * each refill, with divisions by the grid's extents, no pointer into Q or dO stays live
- * across the dS warps' loop, and at hd128 ptxas allocates that loop better than with the
- * preamble's pointers kept (measured; the same rows from blockIdx reads were not run). */
-template <int BN>
-__device__ __forceinline__ void grid_head_batch(const fb_bwd_params &p, int &h, int &b)
-{
-    const int n_blocks = (p.seqlen_k + BN - 1) / BN;
-    const int x_dim = p.heads_on_x ? p.heads_q : n_blocks;
-    const int y_dim = p.heads_on_x ? n_blocks : p.heads_q;
-    const int t = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    const int x = t % x_dim, rest = t / x_dim;
-    const int y = rest % y_dim;
-    b = rest / y_dim;
-    h = p.heads_on_x ? x : y;
-}
 
 /* One role's whole program: P_WARPS for warps 0-3, else warps 4-7. Everything is derived
  * inside from the parameters and the thread index, so that no value is live into both
@@ -115,9 +98,8 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
     float *sD = sLSE + ST * BM;
     const uint32_t full = smem_u32(sD + ST * BM), empty = full + 8 * ST; /* 8 bytes each */
 
-    const bool heads_x = p.heads_on_x;
-    const int n_block = heads_x ? blockIdx.y : blockIdx.x;
-    const int h = heads_x ? blockIdx.x : blockIdx.y, b = blockIdx.z;
+    const GridPos gp = grid_pos(p);
+    const int n_block = gp.n_index, h = gp.h, b = gp.b;
     const int tid = threadIdx.x, warp = tid / 32;
     const int gw = warp % 4, gtid = tid % GT; /* warp and thread within the group */
     const SeqInfo si = seq_info<BM, BN>(p, b);
@@ -168,9 +150,10 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
         const int t = thread_id<NT>() % GT;
         if constexpr (FB_SPLIT_TMA(HD)) {
             if (use_tma()) {
+                static_assert(TileQ::PANEL == 64, "a 64-column box per panel");
                 if (t == 0) {
-                    int hs, bs;
-                    grid_head_batch<BN>(p, hs, bs);
+                    int hs = h, bs = b; /* where the cp.async refill derives them, so here */
+                    if constexpr (FB_SPLIT_REFILL_DERIVED(HD)) grid_head_batch<BN>(p, hs, bs);
                     const SeqInfo ss = seq_info<BM, BN>(p, bs);
                     const int m0 = m * BM;
                     const int64_t ws = ss.ws_q_row0 + (int64_t)hs * p.ws_rows_q + m0;

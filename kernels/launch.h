@@ -70,7 +70,8 @@ typedef struct fb_bwd_params {
     int32_t window_left;  /* keys left of the diagonal, -1 = unbounded */
     int32_t window_right; /* keys right of the diagonal, -1 = unbounded (causal gives 0) */
     int32_t deterministic;
-    int32_t heads_on_x;   /* main grid (heads, key blocks, batch), not (key blocks, heads, batch) */
+    int32_t head_group;   /* main grid order (kernels/grid_order.cuh): 0 = (key blocks, heads,
+                             batch); G = (G, key blocks, batch x heads / G), G divides heads_q */
 
     /* The split kernel's Q/dO refill through the tensor copy engine (FB_SPLIT_TMA rows):
      * tma_on = 1 when tma_q and tma_do describe Q and dO as (head_dim, heads, seqlen_q,
@@ -92,7 +93,7 @@ typedef struct fb_launch_table {
     int32_t num_launches;   /* table entries: 3, or 4 with GQA */
     int32_t dq_in_main;     /* 1: the main kernel converts dQ; the convert-dQ grid is 0 */
     int32_t split;          /* 1: the split kernel (bwd_split.cuh) is the main launch */
-    int32_t heads_on_x;     /* fb_bwd_params.heads_on_x */
+    int32_t head_group;     /* fb_bwd_params.head_group */
     int32_t split_tma;      /* the split kernel may refill through TMA (execute checks the
                                tensors: src/tma_maps.c) */
     fb_launch_dims launch[4];

@@ -121,7 +121,7 @@
  * every dS thread issuing cp.async and computing their addresses (docs/performance.md,
  * lever (16c)). Execute falls back to cp.async for varlen, seqused_q, and tensors whose
  * base or strides are not 16-byte multiples (src/tma_maps.c). */
-#define FB_SPLIT_TMA(hd) ((hd) == 128)
+#define FB_SPLIT_TMA(hd) ((hd) != 96)
 
 /* Shared memory of the split kernel: K and V, SST stages of Q and dO, P, dS (two buffers
  * with FB_SPLIT_DQ_LATE) and the fp16 copy of P (FB_SPLIT_P16; reserved for fp16 inputs

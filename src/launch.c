@@ -125,7 +125,7 @@ static void fill_params(const flashbwd_plan *plan, fb_bwd_params *k)
     k->softcap_log2 = k->softcap_on ? p->softcap * log2e : 0.0f;
     k->window_left = p->window_left, k->window_right = p->window_right;
     k->deterministic = p->deterministic;
-    k->heads_on_x = plan->launches.heads_on_x;
+    k->head_group = plan->launches.head_group;
 }
 
 /* NO_DEVICE when the driver went away (codes 34, 35, 100, as device.c reads them), else

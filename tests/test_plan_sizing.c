@@ -586,6 +586,75 @@ static void test_masked_plans_put_heads_on_main_grid_x(void **state)
     }
 }
 
+/* Long masked plans group their heads (src/launches.c): G is the least divisor of heads_q
+ * with G >= 4 and G >= 2 * SMs / key blocks, else heads_q; the grid is (G, key blocks,
+ * batch x heads / G). Worked by hand from that rule: 132 SMs, 128 key blocks of 128 keys
+ * (16k): 2 * 132 / 128 -> 3, so 4 of 16 heads; 64 key blocks (8k): 5 -> 8; 32 (4k): 9 ->
+ * 16 = every head; 12 heads at 16k: 4; 7 heads (prime): 7; 24 heads with 8 SMs: 4. */
+static void test_masked_plans_group_heads_from_sm_count_and_key_blocks(void **state)
+{
+    (void)state;
+    const struct {
+        int64_t heads, seqlen;
+        int32_t sms, want_g;
+    } cases[] = {{16, 16384, 132, 4}, {16, 8192, 132, 8}, {16, 4096, 132, 16},
+                 {12, 16384, 132, 4}, {7, 16384, 132, 7},  {24, 16384, 8, 4},
+                 {32, 8192, 132, 8}};
+    for (size_t c = 0; c < COUNT_OF(cases); ++c) {
+        shape s = {"grouped", 2, cases[c].heads, cases[c].heads, cases[c].seqlen,
+                   cases[c].seqlen, 0, 0, 0};
+        flashbwd_problem p = planning_problem(90, 128, &s);
+        p.causal = 1;
+        p.sm_count = cases[c].sms;
+        flashbwd_plan *plan = NULL;
+        assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+        const flashbwd_plan_info info = info_of(plan);
+        const int32_t *g = info.grid[FLASHBWD_LAUNCH_MAIN];
+        const int64_t n_blocks = cdiv(s.seqlen_k, info.block_n);
+        const int64_t G = cases[c].want_g;
+        if (g[0] != G || g[1] != n_blocks || g[2] != s.batch * (s.heads_q / G))
+            fail_msg("%lld heads, %lld keys, %d SMs: main grid %d x %d x %d; expected %lld x "
+                     "%lld x %lld", (long long)s.heads_q, (long long)s.seqlen_k, cases[c].sms,
+                     g[0], g[1], g[2], (long long)G, (long long)n_blocks,
+                     (long long)(s.batch * (s.heads_q / G)));
+        flashbwd_plan_destroy(plan);
+    }
+}
+
+/* FLASHBWD_HEAD_GROUP=G (an A/B of the grid order): 0 puts key blocks on x, a divisor of
+ * heads_q groups the heads by it, with or without a mask; anything else is INVALID_VALUE
+ * naming the variable. */
+static void test_forced_head_group_is_a_divisor_of_heads_or_invalid(void **state)
+{
+    (void)state;
+    const shape *s = &shapes[0]; /* square 1024: batch 2, 8 heads, 8 key blocks of 128 */
+    const char *good[] = {"0", "1", "2", "4", "8"};
+    const char *bad[] = {"3", "16", "-1", "x", "2x", "9"};
+    for (int mask = 0; mask < 2; ++mask)
+        for (size_t c = 0; c < COUNT_OF(good); ++c) {
+            flashbwd_problem p = planning_problem(90, 128, s);
+            p.causal = mask;
+            flashbwd_plan *plan = NULL;
+            const int32_t st = plan_create_with_env("FLASHBWD_HEAD_GROUP", good[c], &p, &plan);
+            if (st != FLASHBWD_OK) fail_msg("\"%s\": %s", good[c], flashbwd_last_error());
+            const int32_t *g = info_of(plan).grid[FLASHBWD_LAUNCH_MAIN];
+            const int64_t G = atoi(good[c]), n_blocks = cdiv(s->seqlen_k, info_of(plan).block_n);
+            const int64_t x = G ? G : n_blocks, y = G ? n_blocks : s->heads_q;
+            const int64_t z = G ? s->batch * (s->heads_q / G) : s->batch;
+            if (g[0] != x || g[1] != y || g[2] != z)
+                fail_msg("mask %d G %s: main grid %d x %d x %d; expected %lld x %lld x %lld",
+                         mask, good[c], g[0], g[1], g[2], (long long)x, (long long)y,
+                         (long long)z);
+            flashbwd_plan_destroy(plan);
+        }
+    for (size_t c = 0; c < COUNT_OF(bad); ++c) {
+        flashbwd_problem p = planning_problem(90, 128, s);
+        flashbwd_plan *plan = NULL;
+        expect_env_rejected(plan_create_with_env("FLASHBWD_HEAD_GROUP", bad[c], &p, &plan),
+                            plan, "FLASHBWD_HEAD_GROUP", bad[c]);
+    }
+}
+
 /* FLASHBWD_FORCE_HEADS_ON_X (an A/B of the grid order): 1 puts heads on the main grid's x
  * and 0 key blocks, with or without a mask; heads go on x only while the key blocks fit
  * y's 65535; anything else is INVALID_VALUE naming the variable. */
@@ -870,6 +939,8 @@ int main(void)
         cmocka_unit_test(test_masked_plans_put_heads_on_main_grid_x),
         cmocka_unit_test(test_forced_grid_order_puts_heads_or_key_blocks_on_x_or_is_invalid),
         cmocka_unit_test(test_split_tma_switch_takes_0_or_1),
+        cmocka_unit_test(test_masked_plans_group_heads_from_sm_count_and_key_blocks),
+        cmocka_unit_test(test_forced_head_group_is_a_divisor_of_heads_or_invalid),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
         cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),
