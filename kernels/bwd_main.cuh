@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1) bwd_main_kernel(const fb_bw
     float *sD = sLSE + ST * BM;
 
     /* The grid's order: grid_order.cuh. Deterministic: key blocks backwards (header). */
-    const GridPos gp = grid_pos(p);
+    const GridPos gp = grid_pos<FB_HEAD_GROUPS(HD)>(p);
     const int n_block = p.deterministic ? gp.n_blocks - 1 - gp.n_index : gp.n_index;
     const int h = gp.h, b = gp.b;
     const int tid = threadIdx.x, warp = tid / 32;

@@ -98,7 +98,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
     float *sD = sLSE + ST * BM;
     const uint32_t full = smem_u32(sD + ST * BM), empty = full + 8 * ST; /* 8 bytes each */
 
-    const GridPos gp = grid_pos(p);
+    const GridPos gp = grid_pos<FB_HEAD_GROUPS(HD)>(p);
     const int n_block = gp.n_index, h = gp.h, b = gp.b;
     const int tid = threadIdx.x, warp = tid / 32;
     const int gw = warp % 4, gtid = tid % GT; /* warp and thread within the group */
@@ -153,7 +153,8 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
                 static_assert(TileQ::PANEL == 64, "a 64-column box per panel");
                 if (t == 0) {
                     int hs = h, bs = b; /* where the cp.async refill derives them, so here */
-                    if constexpr (FB_SPLIT_REFILL_DERIVED(HD)) grid_head_batch<BN>(p, hs, bs);
+                    if constexpr (FB_SPLIT_REFILL_DERIVED(HD))
+                        grid_head_batch<BN, FB_HEAD_GROUPS(HD)>(p, hs, bs);
                     const SeqInfo ss = seq_info<BM, BN>(p, bs);
                     const int m0 = m * BM;
                     const int64_t ws = ss.ws_q_row0 + (int64_t)hs * p.ws_rows_q + m0;
@@ -175,7 +176,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
         }
         if constexpr (FB_SPLIT_REFILL_DERIVED(HD)) {
             int hs, bs;
-            grid_head_batch<BN>(p, hs, bs);
+            grid_head_batch<BN, FB_HEAD_GROUPS(HD)>(p, hs, bs);
             const SeqInfo ss = seq_info<BM, BN>(p, bs);
             const int m0 = m * BM, rows = min(BM, ss.sq - m0);
             const int64_t ws = ss.ws_q_row0 + (int64_t)hs * p.ws_rows_q + m0;

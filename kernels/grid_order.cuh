@@ -22,11 +22,16 @@ struct GridPos {
     int h, b;
 };
 
-__device__ __forceinline__ GridPos grid_pos(const fb_bwd_params &p)
+template <bool GROUPS> __device__ __forceinline__ GridPos grid_pos(const fb_bwd_params &p)
 {
     GridPos g;
     const int G = p.head_group;
-    if (G > 0) {
+    if constexpr (!GROUPS) { /* head_group is 0 or heads_q: (heads, key blocks, batch) */
+        const bool heads_x = G > 0;
+        g.n_index = heads_x ? blockIdx.y : blockIdx.x;
+        g.n_blocks = heads_x ? gridDim.y : gridDim.x;
+        g.h = heads_x ? blockIdx.x : blockIdx.y, g.b = blockIdx.z;
+    } else if (G > 0) {
         const int groups = p.heads_q / G;
         g.n_index = blockIdx.y, g.n_blocks = gridDim.y;
         g.b = blockIdx.z / groups;
@@ -42,7 +47,7 @@ __device__ __forceinline__ GridPos grid_pos(const fb_bwd_params &p)
  * by the grid's extents: the split kernel's refill recomputes them at every step where
  * FB_SPLIT_REFILL_DERIVED (config_table.h), so that no pointer into Q or dO stays live
  * across the dS warps' loop (at hd128 ptxas allocates that loop better so; measured). */
-template <int BN>
+template <int BN, bool GROUPS>
 __device__ __forceinline__ void grid_head_batch(const fb_bwd_params &p, int &h, int &b)
 {
     const int n_blocks = (p.seqlen_k + BN - 1) / BN;
@@ -52,7 +57,10 @@ __device__ __forceinline__ void grid_head_batch(const fb_bwd_params &p, int &h, 
     const int t = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     const int x = t % x_dim, rest = t / x_dim;
     const int y = rest % y_dim, z = rest / y_dim;
-    if (G > 0) {
+    if (!GROUPS) {
+        b = z;
+        h = G > 0 ? x : y;
+    } else if (G > 0) {
         const int groups = p.heads_q / G;
         b = z / groups;
         h = (z - b * groups) * G + x;

@@ -468,7 +468,8 @@ static void test_hd64_folds_dq_only_past_fmin(void **state)
             flashbwd_plan *plan = NULL;
             if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK)
                 fail_msg("%s: %s", sh->name, flashbwd_last_error());
-            const int32_t *g = info_of(plan).grid[FLASHBWD_LAUNCH_CONVERT_DQ];
+            const flashbwd_plan_info info = info_of(plan);
+            const int32_t *g = info.grid[FLASHBWD_LAUNCH_CONVERT_DQ]; /* info outlives g */
             const int folded = (g[0] | g[1] | g[2]) == 0;
             if (folded != cases[c].folded)
                 fail_msg("hd64 %s, causal %d: convert-dQ grid %d x %d x %d; expected %s",
@@ -590,7 +591,8 @@ static void test_masked_plans_put_heads_on_main_grid_x(void **state)
  * with G >= 4 and G >= 2 * SMs / key blocks, else heads_q; the grid is (G, key blocks,
  * batch x heads / G). Worked by hand from that rule: 132 SMs, 128 key blocks of 128 keys
  * (16k): 2 * 132 / 128 -> 3, so 4 of 16 heads; 64 key blocks (8k): 5 -> 8; 32 (4k): 9 ->
- * 16 = every head; 12 heads at 16k: 4; 7 heads (prime): 7; 24 heads with 8 SMs: 4. */
+ * 16 = every head; 12 heads at 16k: 4; 7 heads (prime): 7; 24 heads with 8 SMs: 4.
+ * hd128 (FB_HEAD_GROUPS 0) keeps every head on x. */
 static void test_masked_plans_group_heads_from_sm_count_and_key_blocks(void **state)
 {
     (void)state;
@@ -603,7 +605,7 @@ static void test_masked_plans_group_heads_from_sm_count_and_key_blocks(void **st
     for (size_t c = 0; c < COUNT_OF(cases); ++c) {
         shape s = {"grouped", 2, cases[c].heads, cases[c].heads, cases[c].seqlen,
                    cases[c].seqlen, 0, 0, 0};
-        flashbwd_problem p = planning_problem(90, 128, &s);
+        flashbwd_problem p = planning_problem(90, 64, &s); /* 128-key blocks, groups */
         p.causal = 1;
         p.sm_count = cases[c].sms;
         flashbwd_plan *plan = NULL;
@@ -618,12 +620,20 @@ static void test_masked_plans_group_heads_from_sm_count_and_key_blocks(void **st
                      g[0], g[1], g[2], (long long)G, (long long)n_blocks,
                      (long long)(s.batch * (s.heads_q / G)));
         flashbwd_plan_destroy(plan);
+        p.head_dim = 128;
+        assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+        const flashbwd_plan_info info128 = info_of(plan);
+        const int32_t *g128 = info128.grid[FLASHBWD_LAUNCH_MAIN];
+        if (g128[0] != s.heads_q || g128[2] != s.batch)
+            fail_msg("hd128, %lld heads: main grid %d x %d x %d; expected heads on x",
+                     (long long)s.heads_q, g128[0], g128[1], g128[2]);
+        flashbwd_plan_destroy(plan);
     }
 }
 
 /* FLASHBWD_HEAD_GROUP=G (an A/B of the grid order): 0 puts key blocks on x, a divisor of
- * heads_q groups the heads by it, with or without a mask; anything else is INVALID_VALUE
- * naming the variable. */
+ * heads_q groups the heads by it, with or without a mask (hd64; hd128 puts every head on x
+ * for any G > 0); anything else is INVALID_VALUE naming the variable. */
 static void test_forced_head_group_is_a_divisor_of_heads_or_invalid(void **state)
 {
     (void)state;
@@ -632,13 +642,14 @@ static void test_forced_head_group_is_a_divisor_of_heads_or_invalid(void **state
     const char *bad[] = {"3", "16", "-1", "x", "2x", "9"};
     for (int mask = 0; mask < 2; ++mask)
         for (size_t c = 0; c < COUNT_OF(good); ++c) {
-            flashbwd_problem p = planning_problem(90, 128, s);
+            flashbwd_problem p = planning_problem(90, 64, s);
             p.causal = mask;
             flashbwd_plan *plan = NULL;
             const int32_t st = plan_create_with_env("FLASHBWD_HEAD_GROUP", good[c], &p, &plan);
             if (st != FLASHBWD_OK) fail_msg("\"%s\": %s", good[c], flashbwd_last_error());
-            const int32_t *g = info_of(plan).grid[FLASHBWD_LAUNCH_MAIN];
-            const int64_t G = atoi(good[c]), n_blocks = cdiv(s->seqlen_k, info_of(plan).block_n);
+            const flashbwd_plan_info info = info_of(plan);
+            const int32_t *g = info.grid[FLASHBWD_LAUNCH_MAIN];
+            const int64_t G = atoi(good[c]), n_blocks = cdiv(s->seqlen_k, info.block_n);
             const int64_t x = G ? G : n_blocks, y = G ? n_blocks : s->heads_q;
             const int64_t z = G ? s->batch * (s->heads_q / G) : s->batch;
             if (g[0] != x || g[1] != y || g[2] != z)
@@ -648,10 +659,26 @@ static void test_forced_head_group_is_a_divisor_of_heads_or_invalid(void **state
             flashbwd_plan_destroy(plan);
         }
     for (size_t c = 0; c < COUNT_OF(bad); ++c) {
-        flashbwd_problem p = planning_problem(90, 128, s);
+        flashbwd_problem p = planning_problem(90, 64, s);
         flashbwd_plan *plan = NULL;
         expect_env_rejected(plan_create_with_env("FLASHBWD_HEAD_GROUP", bad[c], &p, &plan),
                             plan, "FLASHBWD_HEAD_GROUP", bad[c]);
+    }
+    /* hd128's kernels map no groups: any G > 0 puts every head on x */
+    const char *hd128[] = {"0", "1", "2", "8"};
+    for (size_t c = 0; c < COUNT_OF(hd128); ++c) {
+        flashbwd_problem p = planning_problem(90, 128, s);
+        p.causal = 1;
+        flashbwd_plan *plan = NULL;
+        const int32_t st = plan_create_with_env("FLASHBWD_HEAD_GROUP", hd128[c], &p, &plan);
+        if (st != FLASHBWD_OK) fail_msg("hd128 \"%s\": %s", hd128[c], flashbwd_last_error());
+        const flashbwd_plan_info info = info_of(plan);
+        const int32_t *g = info.grid[FLASHBWD_LAUNCH_MAIN];
+        const int64_t x = atoi(hd128[c]) ? s->heads_q : cdiv(s->seqlen_k, info.block_n);
+        if (g[0] != x || g[2] != s->batch)
+            fail_msg("hd128 G %s: main grid %d x %d x %d; expected x %lld, z %lld", hd128[c],
+                     g[0], g[1], g[2], (long long)x, (long long)s->batch);
+        flashbwd_plan_destroy(plan);
     }
 }
 
