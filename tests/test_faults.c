@@ -25,6 +25,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <cuda.h> /* the tensor-map encoder's types */
 #include <cuda_runtime_api.h>
 
 #include "config_table.h"
@@ -52,6 +53,7 @@ enum call {
     C_GRAPH_LAUNCH,
     C_GRAPH_EXEC_DESTROY,
     C_GRAPH_DESTROY,
+    C_GET_DRIVER_ENTRY_POINT,
     C_COUNT
 };
 
@@ -140,6 +142,55 @@ cudaError_t __wrap_cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGr
 cudaError_t __wrap_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
 cudaError_t __wrap_cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t __wrap_cudaGraphDestroy(cudaGraph_t graph);
+
+cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
+                                                     unsigned int version,
+                                                     unsigned long long flags,
+                                                     enum cudaDriverEntryPointQueryResult *found);
+
+/* The driver's cuTensorMapEncodeTiled, as the entry-point query hands it out: records its
+ * arguments and writes the tensor's base address into the map's first word, so a test can
+ * tell whose map a parameter block carries; fails while encode_fails is set. */
+static atomic_int encodes, encode_fails;
+static struct {
+    void *base;
+    cuuint64_t dims[4], strides[3];
+    cuuint32_t box[4];
+    CUtensorMapSwizzle swizzle;
+    CUtensorMapDataType dtype;
+} last_encode;
+
+static CUresult fake_encode_tiled(CUtensorMap *map, CUtensorMapDataType dtype, cuuint32_t rank,
+                                  void *base, const cuuint64_t *dims, const cuuint64_t *strides,
+                                  const cuuint32_t *box, const cuuint32_t *elem_strides,
+                                  CUtensorMapInterleave interleave, CUtensorMapSwizzle swizzle,
+                                  CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+    (void)elem_strides, (void)interleave, (void)l2, (void)oob;
+    atomic_fetch_add(&encodes, 1);
+    if (atomic_load(&encode_fails) || rank != 4) return CUDA_ERROR_INVALID_VALUE;
+    last_encode.base = base, last_encode.swizzle = swizzle, last_encode.dtype = dtype;
+    memcpy(last_encode.dims, dims, sizeof last_encode.dims);
+    memcpy(last_encode.strides, strides, sizeof last_encode.strides);
+    memcpy(last_encode.box, box, sizeof last_encode.box);
+    memset(map, 0, sizeof *map);
+    memcpy(map, &base, sizeof base);
+    return CUDA_SUCCESS;
+}
+
+cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
+                                                     unsigned int version,
+                                                     unsigned long long flags,
+                                                     enum cudaDriverEntryPointQueryResult *found)
+{
+    (void)version, (void)flags;
+    const cudaError_t err = fake_enter(C_GET_DRIVER_ENTRY_POINT);
+    if (err != cudaSuccess) return err;
+    const int known = strcmp(symbol, "cuTensorMapEncodeTiled") == 0;
+    *fn = known ? (void *)fake_encode_tiled : NULL;
+    if (found) *found = known ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+    return cudaSuccess;
+}
 
 cudaError_t __wrap_cudaGetDeviceCount(int *count)
 {
@@ -840,6 +891,69 @@ static void test_execute_without_graph_checks_every_launch_and_returns_ok(void *
     }
 }
 
+/* The split kernel's tensor maps (src/tma_maps.c): execute looks the encoder up in the
+ * driver and encodes Q's and dO's maps when they are bound anew, copies them from the plan
+ * otherwise, and where the lookup or an encode fails runs the cp.async refill (tma_on 0)
+ * with execute still OK. Runs first: the encoder's address is kept for the process once
+ * found, so only the first lookup can be made to fail. */
+static void test_tma_maps_are_encoded_per_binding_and_fall_back_to_cp_async(void **state)
+{
+    (void)state;
+    if (!FB_SPLIT_TMA(head_dim)) skip();
+    bound_plan b = bound_plan_make(4);
+    const size_t slot = (size_t)4 << 20;
+    char *q = (char *)b.mem + slot * FLASHBWD_TENSOR_Q;
+    char *dout = (char *)b.mem + slot * FLASHBWD_TENSOR_DO;
+    fake_zero_counts();
+    atomic_store(&encodes, 0);
+    /* The lookup fails: cp.async, and no retry while the bindings stay. */
+    fake_fail(C_GET_DRIVER_ENTRY_POINT, 1, cudaErrorUnknown);
+    assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+    assert_int_equal(fake_calls(C_GET_DRIVER_ENTRY_POINT), 1);
+    assert_int_equal(last_set_params.tma_on, 0);
+    assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+    assert_int_equal(fake_calls(C_GET_DRIVER_ENTRY_POINT), 1);
+    assert_int_equal(atomic_load(&encodes), 0);
+    /* Q bound anew (the same memory): the lookup succeeds, both maps are encoded. */
+    fake_fail(-1, 0, cudaSuccess);
+    assert_int_equal(flashbwd_plan_set_tensor(b.plan, FLASHBWD_TENSOR_Q, q + 256, NULL, 0),
+                     FLASHBWD_OK);
+    assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+    assert_int_equal(atomic_load(&encodes), 2);
+    assert_int_equal(last_set_params.tma_on, 1);
+    void *in_map;
+    memcpy(&in_map, last_set_params.tma_q.words, sizeof in_map);
+    assert_ptr_equal(in_map, q + 256);
+    memcpy(&in_map, last_set_params.tma_do.words, sizeof in_map);
+    assert_ptr_equal(in_map, dout);
+    /* dO's map: (head_dim, heads, seqlen_q, batch), byte strides, 64 x block_m boxes. */
+    const flashbwd_plan_info info = info_of(b.plan);
+    const cuuint64_t hd = (cuuint64_t)head_dim;
+    assert_ptr_equal(last_encode.base, dout);
+    assert_true(last_encode.dims[0] == hd && last_encode.dims[1] == 4 &&
+                last_encode.dims[2] == 100 && last_encode.dims[3] == 2);
+    assert_true(last_encode.strides[0] == hd * 2 && last_encode.strides[1] == 4 * hd * 2 &&
+                last_encode.strides[2] == 100 * 4 * hd * 2);
+    assert_true(last_encode.box[0] == 64 && last_encode.box[1] == 1 &&
+                last_encode.box[2] == (cuuint32_t)info.block_m && last_encode.box[3] == 1);
+    assert_int_equal(last_encode.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+    assert_int_equal(last_encode.dtype, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
+    /* The same bindings: nothing encoded. */
+    assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+    assert_int_equal(atomic_load(&encodes), 2);
+    assert_int_equal(last_set_params.tma_on, 1);
+    /* An encode fails (dO bound anew): cp.async, execute OK. */
+    atomic_store(&encode_fails, 1);
+    assert_int_equal(flashbwd_plan_set_tensor(b.plan, FLASHBWD_TENSOR_DO, dout + 256, NULL, 0),
+                     FLASHBWD_OK);
+    assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
+    assert_int_equal(last_set_params.tma_on, 0);
+    atomic_store(&encode_fails, 0);
+    assert_int_equal(fake_calls(C_GET_DRIVER_ENTRY_POINT), 2); /* found once, then kept */
+    bound_plan_free(&b);
+    reap_and_expect_no_live_graphs("tma maps");
+}
+
 /* The default path: plan creation builds a graph of the launches (a chain, one node per
  * launch with a grid), execute replays it, setting the parameter block on every node only
  * when it changed; a capturing stream gets direct launches instead. */
@@ -989,6 +1103,7 @@ int main(void)
         CMUnitTestFunction fn;
     } fixed[] = {
 #define T(f) {#f, f}
+        T(test_tma_maps_are_encoded_per_binding_and_fall_back_to_cp_async), /* first */
         T(test_plan_on_a_device_takes_its_properties),
         T(test_plan_raises_the_kernels_smem_limit_once_per_device),
         T(test_plan_on_an_sm86_device_takes_an_sm86_row),
