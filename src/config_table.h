@@ -119,10 +119,12 @@
 /* FB_HEAD_GROUPS(hd): the kernels of head dim hd map a grid of heads in groups
  * (kernels/grid_order.cuh; src/launches.c groups a masked plan's heads where this is 1, and
  * otherwise puts all of a batch entry's heads on x). The mapping's extra division moves
- * ptxas's allocation of hd128's split kernel: same run on the H200, hd128 with groups was
- * 1.2-2.4% below the plain order at every point but 16k causal (+0.7%), and two other
- * forms of the division (a multiply-high, no derived refill) did not recover it. */
-#define FB_HEAD_GROUPS(hd) ((hd) != 128)
+ * ptxas's allocation: same run on the H200, hd128 with groups was 1.2-2.4% below the plain
+ * order at every point but 16k causal (+0.7%), and two other forms of the division (a
+ * multiply-high, no derived refill) did not recover it. hd96 (not measured with groups:
+ * its split kernel would spill 16 B where it spills none) keeps the plain order too, so
+ * its kernels stay as measured before (SASS the same but for parameter offsets). */
+#define FB_HEAD_GROUPS(hd) ((hd) != 128 && (hd) != 96)
 
 /* FB_SPLIT_TMA(hd): the split kernel's ring refill can go through the tensor copy engine
  * (sm_90): one dS thread asks for Q's and dO's boxes and the LSE and D rows, instead of

@@ -59,7 +59,7 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
      * still trail (measured on the H200). G is the least divisor of heads_q that satisfies
      * both (heads_q, as before, where none does: short sequences). Same run against heads on
      * x, causal: hd64/128/256 +1..+5% at 8k-16k keys, level at 4k (docs/performance.md).
-     * hd128's kernels keep the plain order (FB_HEAD_GROUPS, config_table.h): heads on x.
+     * hd96 and hd128 keep the plain order (FB_HEAD_GROUPS, config_table.h): heads on x.
      * Without a mask the key blocks stay on x (heads on x cost 0-1.7% there: fewer CTAs
      * share a head's Q and dO in L2). The y dimension holds 65535. */
     const int groups_ok = FB_HEAD_GROUPS(plan->config.kernel_head_dim);
