@@ -98,6 +98,8 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
     float *sD = sLSE + ST * BM;
     const uint32_t full = smem_u32(sD + ST * BM), empty = full + 8 * ST; /* 8 bytes each */
 
+    static_assert(!FB_SPLIT_REFILL_DERIVED(HD) || !FB_HEAD_GROUPS(HD),
+                  "grid_head_batch decodes the plain orders only");
     const GridPos gp = grid_pos<FB_HEAD_GROUPS(HD)>(p);
     const int n_block = gp.n_index, h = gp.h, b = gp.b;
     const int tid = threadIdx.x, warp = tid / 32;
@@ -135,7 +137,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
 
     /* The refill through the tensor copy engine (FB_SPLIT_TMA rows, where execute encoded
      * Q's and dO's maps: p.tma_on) needs every stage 1024-byte aligned for SWIZZLE_128B;
-     * the stages sit at multiples of 16 KB from the base, which the hardware places there
+     * the stages sit at multiples of 8 KB from the base, which the hardware places there
      * unless static shared memory (a trace build's) comes first. */
     auto use_tma = [&]() {
         return FB_SPLIT_TMA(HD) && p.tma_on && smem_u32(smem) % 1024 == 0;
@@ -154,7 +156,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
                 if (t == 0) {
                     int hs = h, bs = b; /* where the cp.async refill derives them, so here */
                     if constexpr (FB_SPLIT_REFILL_DERIVED(HD))
-                        grid_head_batch<BN, FB_HEAD_GROUPS(HD)>(p, hs, bs);
+                        grid_head_batch<BN>(p, hs, bs);
                     const SeqInfo ss = seq_info<BM, BN>(p, bs);
                     const int m0 = m * BM;
                     const int64_t ws = ss.ws_q_row0 + (int64_t)hs * p.ws_rows_q + m0;
@@ -176,7 +178,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
         }
         if constexpr (FB_SPLIT_REFILL_DERIVED(HD)) {
             int hs, bs;
-            grid_head_batch<BN, FB_HEAD_GROUPS(HD)>(p, hs, bs);
+            grid_head_batch<BN>(p, hs, bs);
             const SeqInfo ss = seq_info<BM, BN>(p, bs);
             const int m0 = m * BM, rows = min(BM, ss.sq - m0);
             const int64_t ws = ss.ws_q_row0 + (int64_t)hs * p.ws_rows_q + m0;

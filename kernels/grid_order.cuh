@@ -43,31 +43,23 @@ template <bool GROUPS> __device__ __forceinline__ GridPos grid_pos(const fb_bwd_
     return g;
 }
 
-/* The same head and batch entry, derived from the CTA's linear block index with divisions
- * by the grid's extents: the split kernel's refill recomputes them at every step where
- * FB_SPLIT_REFILL_DERIVED (config_table.h), so that no pointer into Q or dO stays live
- * across the dS warps' loop (at hd128 ptxas allocates that loop better so; measured). */
-template <int BN, bool GROUPS>
+/* The same head and batch entry for the plain orders (FB_HEAD_GROUPS 0), derived from the
+ * CTA's linear block index with divisions by the grid's extents: the split kernel's refill
+ * recomputes them at every step where FB_SPLIT_REFILL_DERIVED (config_table.h), so that no
+ * pointer into Q or dO stays live across the dS warps' loop (at hd128 ptxas allocates that
+ * loop better so; measured). */
+template <int BN>
 __device__ __forceinline__ void grid_head_batch(const fb_bwd_params &p, int &h, int &b)
 {
     const int n_blocks = (p.seqlen_k + BN - 1) / BN;
-    const int G = p.head_group;
-    const int x_dim = G > 0 ? G : n_blocks;
-    const int y_dim = G > 0 ? n_blocks : p.heads_q;
+    const bool heads_x = p.head_group > 0; /* then head_group is heads_q */
+    const int x_dim = heads_x ? p.heads_q : n_blocks;
+    const int y_dim = heads_x ? n_blocks : p.heads_q;
     const int t = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     const int x = t % x_dim, rest = t / x_dim;
-    const int y = rest % y_dim, z = rest / y_dim;
-    if (!GROUPS) {
-        b = z;
-        h = G > 0 ? x : y;
-    } else if (G > 0) {
-        const int groups = p.heads_q / G;
-        b = z / groups;
-        h = (z - b * groups) * G + x;
-    } else {
-        b = z;
-        h = y;
-    }
+    const int y = rest % y_dim;
+    b = rest / y_dim;
+    h = heads_x ? x : y;
 }
 
 } // namespace fb

@@ -57,19 +57,18 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
      * while the rest of the grid still fills the SMs when G * n_blocks^2 / 2 CTA-steps cover
      * the SMs n_blocks deep, G >= 2 * SMs / n_blocks; and G >= 4, below which the last groups
      * still trail (measured on the H200). G is the least divisor of heads_q that satisfies
-     * both (heads_q, as before, where none does: short sequences). Same run against heads on
-     * x, causal: hd64/128/256 +1..+5% at 8k-16k keys, level at 4k (docs/performance.md).
+     * both, searched up to 1024 (heads_q, as before, where none does: short sequences). Same
+     * run against heads on x, causal: hd64 +4% at 16k, hd256 +2% at 8k, level at 4k
+     * (docs/performance.md).
      * hd96 and hd128 keep the plain order (FB_HEAD_GROUPS, config_table.h): heads on x.
      * Without a mask the key blocks stay on x (heads on x cost 0-1.7% there: fewer CTAs
      * share a head's Q and dO in L2). The y dimension holds 65535. */
     const int groups_ok = FB_HEAD_GROUPS(plan->config.kernel_head_dim);
     int64_t group = 0;
-    if (masked && n_blocks <= 65535 && !groups_ok) {
+    if (masked && n_blocks <= 65535) {
         group = p->heads_q;
-    } else if (masked && n_blocks <= 65535) {
         const int64_t tail = fb_cdiv(2 * (int64_t)plan->props.sm_count, n_blocks);
-        group = p->heads_q;
-        for (int64_t g = tail > 4 ? tail : 4; g < p->heads_q && g <= 1024; ++g)
+        for (int64_t g = tail > 4 ? tail : 4; groups_ok && g < p->heads_q && g <= 1024; ++g)
             if (p->heads_q % g == 0) {
                 group = g;
                 break;
@@ -82,7 +81,7 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
         group = force_x[0] == '1' && n_blocks <= 65535 ? p->heads_q : 0;
     }
     /* FLASHBWD_HEAD_GROUP=G: heads in groups of G (0: key blocks on x), for A/B runs; rows
-     * whose kernels map no groups (hd128) take any G > 0 as heads on x. */
+     * whose kernels map no groups (hd96, hd128) take any G > 0 as heads on x. */
     const char *force_g = getenv("FLASHBWD_HEAD_GROUP");
     if (force_g && *force_g) {
         char *end = NULL;
