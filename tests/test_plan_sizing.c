@@ -720,54 +720,42 @@ static void test_forced_grid_order_puts_heads_or_key_blocks_on_x_or_is_invalid(v
     }
 }
 
-/* FLASHBWD_LAUNCH_GRAPH (0: launch the kernels one by one; the GPU suite runs both ways):
- * 0, 1 and unset plan; anything else is INVALID_VALUE naming the variable. */
-static void test_launch_graph_switch_takes_0_or_1(void **state)
+/* An on/off environment switch read at plan creation: 0, 1 and unset plan (head dim hd,
+ * sm_90); anything else is INVALID_VALUE naming the variable. */
+static void expect_switch_takes_0_or_1(const char *var, int32_t hd)
 {
-    (void)state;
     const struct {
         const char *value;
         int ok;
-    } cases[] = {{"0", 1}, {"1", 1}, {"", 1}, {"2", 0}, {"off", 0}, {"00", 0}};
+    } cases[] = {{"0", 1}, {"1", 1}, {"", 1}, {"2", 0}, {"off", 0}, {"00", 0}, {"10", 0}};
     for (size_t c = 0; c < COUNT_OF(cases); ++c) {
-        flashbwd_problem p = planning_problem(90, 128, &shapes[0]);
+        flashbwd_problem p = planning_problem(90, hd, &shapes[0]);
         flashbwd_plan *plan = NULL;
-        const int32_t st =
-            plan_create_with_env("FLASHBWD_LAUNCH_GRAPH", cases[c].value, &p, &plan);
+        const int32_t st = plan_create_with_env(var, cases[c].value, &p, &plan);
         if (!cases[c].ok) {
-            expect_env_rejected(st, plan, "FLASHBWD_LAUNCH_GRAPH", cases[c].value);
+            expect_env_rejected(st, plan, var, cases[c].value);
             continue;
         }
-        if (st != FLASHBWD_OK) fail_msg("\"%s\": %s", cases[c].value, flashbwd_last_error());
+        if (st != FLASHBWD_OK)
+            fail_msg("%s hd %d \"%s\": %s", var, hd, cases[c].value, flashbwd_last_error());
         flashbwd_plan_destroy(plan);
     }
 }
 
+/* FLASHBWD_LAUNCH_GRAPH (0: launch the kernels one by one; the GPU suite runs both ways). */
+static void test_launch_graph_switch_takes_0_or_1(void **state)
+{
+    (void)state;
+    expect_switch_takes_0_or_1("FLASHBWD_LAUNCH_GRAPH", 128);
+}
+
 /* FLASHBWD_SPLIT_TMA (0: the split kernel refills its ring with cp.async even where TMA
- * could; the GPU suite runs both ways): 0, 1 and unset plan, for a split plan (hd128) and
- * one without TMA (hd64); anything else is INVALID_VALUE naming the variable. */
+ * could; the GPU suite runs both ways), for a plan with TMA (hd128) and one without (hd96). */
 static void test_split_tma_switch_takes_0_or_1(void **state)
 {
     (void)state;
-    const struct {
-        const char *value;
-        int ok;
-    } cases[] = {{"0", 1}, {"1", 1}, {"", 1}, {"2", 0}, {"on", 0}, {"10", 0}};
-    const int32_t dims[] = {64, 128};
-    for (size_t d = 0; d < COUNT_OF(dims); ++d)
-        for (size_t c = 0; c < COUNT_OF(cases); ++c) {
-            flashbwd_problem p = planning_problem(90, dims[d], &shapes[0]);
-            flashbwd_plan *plan = NULL;
-            const int32_t st =
-                plan_create_with_env("FLASHBWD_SPLIT_TMA", cases[c].value, &p, &plan);
-            if (!cases[c].ok) {
-                expect_env_rejected(st, plan, "FLASHBWD_SPLIT_TMA", cases[c].value);
-                continue;
-            }
-            if (st != FLASHBWD_OK)
-                fail_msg("hd %d \"%s\": %s", dims[d], cases[c].value, flashbwd_last_error());
-            flashbwd_plan_destroy(plan);
-        }
+    expect_switch_takes_0_or_1("FLASHBWD_SPLIT_TMA", 128);
+    expect_switch_takes_0_or_1("FLASHBWD_SPLIT_TMA", 96);
 }
 
 /* FLASHBWD_FORCE_CONFIG_CLASS (the GPU suite uses it to run the sm_86 kernels on an
