@@ -65,7 +65,8 @@ constexpr int BAR_P_READY = 1, BAR_DS_READY = 2, BAR_P_GROUP = 3, BAR_DS_GROUP =
  * inside from the parameters and the thread index, so that no value is live into both
  * roles' code: with the preamble shared, ptxas spilled 150-200 B of the two loops (their
  * live ranges overlap in its linear order), each of which alone spills nothing. */
-template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(const fb_bwd_params &p)
+template <class C, bool P_WARPS, bool GROUPED>
+__device__ __forceinline__ void split_role(const fb_bwd_params &p)
 {
     using T = typename C::T;
     using TileQ = typename C::TileQ;
@@ -98,9 +99,10 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
     float *sD = sLSE + ST * BM;
     const uint32_t full = smem_u32(sD + ST * BM), empty = full + 8 * ST; /* 8 bytes each */
 
-    static_assert(!FB_SPLIT_REFILL_DERIVED(HD) || !FB_HEAD_GROUPS(HD),
-                  "grid_head_batch decodes the plain orders only");
-    const GridPos gp = grid_pos<FB_HEAD_GROUPS(HD)>(p);
+    /* The refill derives its rows from the block index where grid_head_batch can: in the
+     * plain orders only. */
+    constexpr bool DERIVED = FB_SPLIT_REFILL_DERIVED(HD) && !GROUPED;
+    const GridPos gp = grid_pos<GROUPED>(p);
     const int n_block = gp.n_index, h = gp.h, b = gp.b;
     const int tid = threadIdx.x, warp = tid / 32;
     const int gw = warp % 4, gtid = tid % GT; /* warp and thread within the group */
@@ -155,7 +157,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
                 static_assert(TileQ::PANEL == 64, "a 64-column box per panel");
                 if (t == 0) {
                     int hs = h, bs = b; /* where the cp.async refill derives them, so here */
-                    if constexpr (FB_SPLIT_REFILL_DERIVED(HD))
+                    if constexpr (DERIVED)
                         grid_head_batch<BN>(p, hs, bs);
                     const SeqInfo ss = seq_info<BM, BN>(p, bs);
                     const int m0 = m * BM;
@@ -176,7 +178,7 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
                 return;
             }
         }
-        if constexpr (FB_SPLIT_REFILL_DERIVED(HD)) {
+        if constexpr (DERIVED) {
             int hs, bs;
             grid_head_batch<BN>(p, hs, bs);
             const SeqInfo ss = seq_info<BM, BN>(p, bs);
@@ -375,7 +377,10 @@ template <class C, bool P_WARPS> __device__ __forceinline__ void split_role(cons
     }
 }
 
-template <class C>
+/* GROUPED: this instance decodes every grid order, heads in groups too (grid_order.cuh);
+ * else only the plain orders. Which rows have which: FB_SPLIT_PLAIN, FB_SPLIT_GROUPED
+ * (config_table.h). */
+template <class C, bool GROUPED>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     bwd_split_kernel(const __grid_constant__ fb_bwd_params p) /* grid constant: TMA reads the
                                                                  maps in place */
@@ -385,8 +390,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     } else {
         FB_TRACE(trace::Cta cta; cta.start();
                  ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS));
-        if (threadIdx.x < C::NUM_THREADS / 2) split_role<C, true>(p);
-        else split_role<C, false>(p);
+        if (threadIdx.x < C::NUM_THREADS / 2) split_role<C, true, GROUPED>(p);
+        else split_role<C, false, GROUPED>(p);
         FB_TRACE(ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS); cta.finish());
     }
 }

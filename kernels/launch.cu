@@ -209,7 +209,8 @@ extern "C" int fb_graph_create(const fb_launch_table *table, int device, fb_laun
             if (l.grid[0] == 0) continue; /* convert dQ when folded */
             cudaKernelNodeParams &k = g->node_params[g->node_count];
             k.func = const_cast<void *>(slot == FLASHBWD_LAUNCH_MAIN
-                                            ? e.main_fn[table->split ? 2 : table->dq_in_main]
+                                            ? e.main_fn[table->split ? 2 + table->split_grouped
+                                                           : table->dq_in_main]
                                             : e.slot_fn[slot]);
             k.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
             k.blockDim = dim3(l.block[0], l.block[1], l.block[2]);

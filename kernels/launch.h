@@ -94,6 +94,8 @@ typedef struct fb_launch_table {
     int32_t dq_in_main;     /* 1: the main kernel converts dQ; the convert-dQ grid is 0 */
     int32_t split;          /* 1: the split kernel (bwd_split.cuh) is the main launch */
     int32_t head_group;     /* fb_bwd_params.head_group */
+    int32_t split_grouped;  /* 1: the split kernel's head-group instance (0 < head_group <
+                               heads_q, or the row has no plain one: FB_SPLIT_PLAIN) */
     int32_t split_tma;      /* the split kernel may refill through TMA (execute checks the
                                tensors: src/tma_maps.c) */
     fb_launch_dims launch[4];

@@ -14,8 +14,9 @@ namespace fb {
 
 struct KernelEntry {
     fb_kernel_key key;
-    const void *main_fn[3]; /* the main kernel without, with the dQ conversion; the split
-                               kernel, or NULL where the row has none (attributes) */
+    const void *main_fn[4]; /* the main kernel without, with the dQ conversion; the split
+                               kernel's plain and head-group instances, each NULL where the
+                               row has none (attributes; graphs) */
     cudaError_t (*launch)(const fb_bwd_params &, const fb_launch_table &, cudaStream_t);
     /* The kernel of each launch-table slot (the main slot's with FOLD off), for graphs. */
     const void *slot_fn[FLASHBWD_LAUNCH_CONVERT_DKV + 1];
@@ -36,9 +37,18 @@ cudaError_t launch_backward(const fb_bwd_params &p, const fb_launch_table &t, cu
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
     dims(FLASHBWD_LAUNCH_MAIN, g, b);
     const int smem = t.launch[FLASHBWD_LAUNCH_MAIN].smem_bytes;
-    if (t.split) {
-        if constexpr (C::SPLIT_STAGES > 0) bwd_split_kernel<C><<<g, b, smem, s>>>(p);
-        else return cudaErrorInvalidValue; /* the plan sets it only where the row has one */
+    if (t.split) { /* the plan sets split (split_grouped) only where the row has it */
+        if constexpr (C::SPLIT_STAGES > 0) {
+            constexpr int HD = C::HEAD_DIM;
+            if constexpr (FB_SPLIT_PLAIN(HD))
+                if (!t.split_grouped) bwd_split_kernel<C, false><<<g, b, smem, s>>>(p);
+            if constexpr (FB_SPLIT_GROUPED(HD))
+                if (t.split_grouped) bwd_split_kernel<C, true><<<g, b, smem, s>>>(p);
+            if (!(t.split_grouped ? FB_SPLIT_GROUPED(HD) : FB_SPLIT_PLAIN(HD)))
+                return cudaErrorInvalidValue;
+        } else {
+            return cudaErrorInvalidValue;
+        }
     } else if (t.dq_in_main) { /* then FLASHBWD_LAUNCH_CONVERT_DQ has grid 0 */
         bwd_main_kernel<C, true><<<g, b, smem, s>>>(p);
     } else {
@@ -66,18 +76,20 @@ KernelEntry entry_if(int32_t dtype)
 {
     if constexpr (HD == WANT_HD) {
         using C = BwdConfig<T, ARCH, HD, BM, BN, ST, WS, WK, WQ, LAG, SST>;
-        const void *split = nullptr;
-        if constexpr (SST > 0) split = (const void *)bwd_split_kernel<C>;
+        const void *split = nullptr, *split_grouped = nullptr;
+        if constexpr (SST > 0 && FB_SPLIT_PLAIN(HD)) split = (const void *)bwd_split_kernel<C, false>;
+        if constexpr (SST > 0 && FB_SPLIT_GROUPED(HD))
+            split_grouped = (const void *)bwd_split_kernel<C, true>;
         return KernelEntry{{dtype, ARCH, HD},
                            {(const void *)bwd_main_kernel<C, false>,
-                            (const void *)bwd_main_kernel<C, true>, split},
+                            (const void *)bwd_main_kernel<C, true>, split, split_grouped},
                            launch_backward<C>,
                            {(const void *)bwd_preprocess_kernel<C>,
                             (const void *)bwd_main_kernel<C, false>,
                             (const void *)bwd_convert_dq_kernel<C>,
                             (const void *)bwd_convert_dkv_kernel<C>}};
     } else {
-        return KernelEntry{{0, 0, 0}, {nullptr, nullptr, nullptr}, nullptr, {}};
+        return KernelEntry{{0, 0, 0}, {nullptr, nullptr, nullptr, nullptr}, nullptr, {}};
     }
 }
 

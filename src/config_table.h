@@ -116,15 +116,25 @@
  * -3%, hd192 mixed (-2.4..+1.6%). */
 #define FB_SPLIT_REFILL_DERIVED(hd) ((hd) == 128)
 
-/* FB_HEAD_GROUPS(hd): the kernels of head dim hd map a grid of heads in groups
+/* FB_HEAD_GROUPS(hd): bwd_main's kernels of head dim hd map a grid of heads in groups
  * (kernels/grid_order.cuh; src/launches.c groups a masked plan's heads where this is 1, and
- * otherwise puts all of a batch entry's heads on x). The mapping's extra division moves
- * ptxas's allocation: same run on the H200, hd128 with groups was 1.2-2.4% below the plain
- * order at every point but 16k causal (+0.7%), and two other forms of the division (a
- * multiply-high, no derived refill) did not recover it. hd96 (not measured with groups:
- * its split kernel would spill 16 B where it spills none) keeps the plain order too, so
- * its kernels stay as measured before (SASS the same but for parameter offsets). */
+ * otherwise puts all of a batch entry's heads on x). Unmeasured for bwd_main at hd128; hd96
+ * keeps the plain order as its split kernel does (below).
+ * FB_SPLIT_PLAIN(hd), FB_SPLIT_GROUPED(hd): the split kernel of head dim hd has an
+ * instance that decodes only the plain orders (key blocks or all heads on x), one that decodes
+ * heads in groups too (any order), or both; a plan whose heads run in groups smaller than
+ * heads_q takes the grouped one, every other plan the plain one where the row has it. The
+ * groups' extra division moves ptxas's allocation of the whole kernel, either way (same
+ * runs on the H200, docs/performance.md): hd128 with it was 1.2-2.4% below the plain order
+ * at every point but 16k causal, and at hd64 it raised the spills from 136/156 to
+ * 172/256 B, so both keep a plain instance for the plans that do not group (no mask, or
+ * short: G = heads_q): hd64 +0.5..+2.5%, hd128 16k causal +1.6%; but hd256's plain
+ * instance ran 1.1-2.4% below its grouped one, which serves all of its plans (as hd192's,
+ * not measured without it). hd96 has no grouped instance (not measured: it would spill
+ * 16 B where it spills none). */
 #define FB_HEAD_GROUPS(hd) ((hd) != 128 && (hd) != 96)
+#define FB_SPLIT_PLAIN(hd) ((hd) != 192 && (hd) != 256)
+#define FB_SPLIT_GROUPED(hd) ((hd) != 96)
 
 /* FB_SPLIT_TMA(hd): the split kernel's ring refill can go through the tensor copy engine
  * (sm_90): one dS thread asks for Q's and dO's boxes and the LSE and D rows, instead of

@@ -46,75 +46,6 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
                (long long)p->seqlen_q, (long long)p->seqlen_k);
     set(&t->launch[FLASHBWD_LAUNCH_PREPROCESS], m_blocks, p->heads_q, p->batch, 0);
     const int masked = p->window_left >= 0 || p->window_right >= 0; /* causal: right = 0 */
-    /* Main (the orders: kernels/grid_order.cuh): under a mask (causal or a window) key
-     * blocks differ in length, and the hardware starts CTAs x fastest. With key blocks on x
-     * it starts one head's CTAs after the other's, so a batch entry's last head starts its
-     * longest CTAs in the last wave (a scheduling model: a 6-7% tail at 1k-8k causal keys).
-     * Heads on x start every head's first key block, then every head's second: the longest
-     * first (+1..+6% causal). But then the running CTAs stream every head's Q and dO, which
-     * at 8k-16k keys (8-16 KB a query row over the heads) no longer fit L2. So heads go in
-     * groups of G, each group's longest blocks first: the last group's longest block starts
-     * while the rest of the grid still fills the SMs when G * n_blocks^2 / 2 CTA-steps cover
-     * the SMs n_blocks deep, G >= 2 * SMs / n_blocks; and G >= 4, below which the last groups
-     * still trail (measured on the H200). G is the least divisor of heads_q that satisfies
-     * both, searched up to 1024 (heads_q, as before, where none does: short sequences). Same
-     * run against heads on x, causal: hd64 +4% at 16k, hd256 +2% at 8k, level at 4k
-     * (docs/performance.md).
-     * hd96 and hd128 keep the plain order (FB_HEAD_GROUPS, config_table.h): heads on x.
-     * Without a mask the key blocks stay on x (heads on x cost 0-1.7% there: fewer CTAs
-     * share a head's Q and dO in L2). The y dimension holds 65535. */
-    const int groups_ok = FB_HEAD_GROUPS(plan->config.kernel_head_dim);
-    int64_t group = 0;
-    if (masked && n_blocks <= 65535) {
-        group = p->heads_q;
-        const int64_t tail = fb_cdiv(2 * (int64_t)plan->props.sm_count, n_blocks);
-        for (int64_t g = tail > 4 ? tail : 4; groups_ok && g < p->heads_q && g <= 1024; ++g)
-            if (p->heads_q % g == 0) {
-                group = g;
-                break;
-            }
-    }
-    const char *force_x = getenv("FLASHBWD_FORCE_HEADS_ON_X");
-    if (force_x && *force_x) {
-        FB_FAIL_IF(plan, strcmp(force_x, "0") && strcmp(force_x, "1"), FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_FORCE_HEADS_ON_X = \"%.16s\": expected 0 or 1", force_x);
-        group = force_x[0] == '1' && n_blocks <= 65535 ? p->heads_q : 0;
-    }
-    /* FLASHBWD_HEAD_GROUP=G: heads in groups of G (0: key blocks on x), for A/B runs; rows
-     * whose kernels map no groups (hd96, hd128) take any G > 0 as heads on x. */
-    const char *force_g = getenv("FLASHBWD_HEAD_GROUP");
-    if (force_g && *force_g) {
-        char *end = NULL;
-        const long long g = strtoll(force_g, &end, 10);
-        FB_FAIL_IF(plan, *end || g < 0 || g > p->heads_q || (g > 0 && p->heads_q % g),
-                   FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_HEAD_GROUP = \"%.16s\": expected 0 or a divisor of "
-                   "heads_q (%lld)", force_g, (long long)p->heads_q);
-        group = n_blocks <= 65535 ? (g > 0 && !groups_ok ? p->heads_q : g) : 0;
-    }
-    if (group > 0 && p->batch * (p->heads_q / group) > 65535) group = p->heads_q;
-    t->head_group = (int32_t)group;
-    if (group > 0)
-        set(&t->launch[FLASHBWD_LAUNCH_MAIN], group, n_blocks, p->batch * (p->heads_q / group),
-            plan->config.smem_bytes);
-    else
-        set(&t->launch[FLASHBWD_LAUNCH_MAIN], n_blocks, p->heads_q, p->batch,
-            plan->config.smem_bytes);
-    const int32_t fold = masked ? plan->config.dq_fold_masked : plan->config.dq_fold;
-    t->dq_in_main = (fold < 0 || p->seqlen_k <= fold) && p->seqlen_k > plan->config.dq_fold_min;
-    const char *force = getenv("FLASHBWD_FORCE_DQ_FOLD");
-    if (force && *force) {
-        FB_FAIL_IF(plan, strcmp(force, "0") && strcmp(force, "1"), FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_FORCE_DQ_FOLD = \"%.16s\": expected 0 or 1", force);
-        t->dq_in_main = force[0] == '1';
-    }
-    plan->launch_graph = 1;
-    const char *graph = getenv("FLASHBWD_LAUNCH_GRAPH");
-    if (graph && *graph) {
-        FB_FAIL_IF(plan, strcmp(graph, "0") && strcmp(graph, "1"), FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_LAUNCH_GRAPH = \"%.16s\": expected 0 or 1", graph);
-        plan->launch_graph = graph[0] == '1';
-    }
     const fb_config *c = &plan->config;
     /* Where the split kernel derives its head and batch entry from its linear block index,
      * an int (FB_SPLIT_REFILL_DERIVED, kernels/bwd_split.cuh): grids of up to 2^30 CTAs. */
@@ -140,6 +71,81 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
                    FLASHBWD_ERR_INVALID_VALUE,
                    "environment FLASHBWD_SPLIT_TMA = \"%.16s\": expected 0 or 1", force_tma);
         t->split_tma = t->split_tma && force_tma[0] == '1';
+    }
+    /* Main (the orders: kernels/grid_order.cuh): under a mask (causal or a window) key
+     * blocks differ in length, and the hardware starts CTAs x fastest. With key blocks on x
+     * it starts one head's CTAs after the other's, so a batch entry's last head starts its
+     * longest CTAs in the last wave (a scheduling model: a 6-7% tail at 1k-8k causal keys).
+     * Heads on x start every head's first key block, then every head's second: the longest
+     * first (+1..+6% causal). But then the running CTAs stream every head's Q and dO, which
+     * at 8k-16k keys (8-16 KB a query row over the heads) no longer fit L2. So heads go in
+     * groups of G, each group's longest blocks first: the last group's longest block starts
+     * while the rest of the grid still fills the SMs when G * n_blocks^2 / 2 CTA-steps cover
+     * the SMs n_blocks deep, G >= 2 * SMs / n_blocks; and G >= 4, below which the last groups
+     * still trail (measured on the H200). G is the least divisor of heads_q that satisfies
+     * both, searched up to 1024 (heads_q, as before, where none does: short sequences). Same
+     * run against heads on x, causal: hd64 +4% at 16k, hd256 +2% at 8k, level at 4k
+     * (docs/performance.md).
+     * Rows whose kernel maps no groups (FB_HEAD_GROUPS for bwd_main, FB_SPLIT_GROUPED for
+     * the split kernel; config_table.h) put heads on x. The split kernel's plain instance,
+     * where the row has one (FB_SPLIT_PLAIN), serves every plan with G = heads_q or no
+     * mask; its grouped one the rest.
+     * Without a mask the key blocks stay on x (heads on x cost 0-1.7% there: fewer CTAs
+     * share a head's Q and dO in L2). The y dimension holds 65535. */
+    const int groups_ok = t->split ? FB_SPLIT_GROUPED(c->kernel_head_dim)
+                                   : FB_HEAD_GROUPS(c->kernel_head_dim);
+    int64_t group = 0;
+    if (masked && n_blocks <= 65535) {
+        group = p->heads_q;
+        const int64_t tail = fb_cdiv(2 * (int64_t)plan->props.sm_count, n_blocks);
+        for (int64_t g = tail > 4 ? tail : 4; groups_ok && g < p->heads_q && g <= 1024; ++g)
+            if (p->heads_q % g == 0) {
+                group = g;
+                break;
+            }
+    }
+    const char *force_x = getenv("FLASHBWD_FORCE_HEADS_ON_X");
+    if (force_x && *force_x) {
+        FB_FAIL_IF(plan, strcmp(force_x, "0") && strcmp(force_x, "1"), FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_FORCE_HEADS_ON_X = \"%.16s\": expected 0 or 1", force_x);
+        group = force_x[0] == '1' && n_blocks <= 65535 ? p->heads_q : 0;
+    }
+    /* FLASHBWD_HEAD_GROUP=G: heads in groups of G (0: key blocks on x), for A/B runs; rows
+     * whose kernel maps no groups (hd96) take any G > 0 as heads on x. */
+    const char *force_g = getenv("FLASHBWD_HEAD_GROUP");
+    if (force_g && *force_g) {
+        char *end = NULL;
+        const long long g = strtoll(force_g, &end, 10);
+        FB_FAIL_IF(plan, *end || g < 0 || g > p->heads_q || (g > 0 && p->heads_q % g),
+                   FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_HEAD_GROUP = \"%.16s\": expected 0 or a divisor of "
+                   "heads_q (%lld)", force_g, (long long)p->heads_q);
+        group = n_blocks <= 65535 ? (g > 0 && !groups_ok ? p->heads_q : g) : 0;
+    }
+    if (group > 0 && p->batch * (p->heads_q / group) > 65535) group = p->heads_q;
+    t->head_group = (int32_t)group;
+    t->split_grouped = t->split && (!FB_SPLIT_PLAIN(c->kernel_head_dim) ||
+                                    (group > 0 && group < p->heads_q));
+    if (group > 0)
+        set(&t->launch[FLASHBWD_LAUNCH_MAIN], group, n_blocks, p->batch * (p->heads_q / group),
+            plan->config.smem_bytes);
+    else
+        set(&t->launch[FLASHBWD_LAUNCH_MAIN], n_blocks, p->heads_q, p->batch,
+            plan->config.smem_bytes);
+    const int32_t fold = masked ? plan->config.dq_fold_masked : plan->config.dq_fold;
+    t->dq_in_main = (fold < 0 || p->seqlen_k <= fold) && p->seqlen_k > plan->config.dq_fold_min;
+    const char *force = getenv("FLASHBWD_FORCE_DQ_FOLD");
+    if (force && *force) {
+        FB_FAIL_IF(plan, strcmp(force, "0") && strcmp(force, "1"), FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_FORCE_DQ_FOLD = \"%.16s\": expected 0 or 1", force);
+        t->dq_in_main = force[0] == '1';
+    }
+    plan->launch_graph = 1;
+    const char *graph = getenv("FLASHBWD_LAUNCH_GRAPH");
+    if (graph && *graph) {
+        FB_FAIL_IF(plan, strcmp(graph, "0") && strcmp(graph, "1"), FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_LAUNCH_GRAPH = \"%.16s\": expected 0 or 1", graph);
+        plan->launch_graph = graph[0] == '1';
     }
     if (t->split) {
         t->dq_in_main = 0;

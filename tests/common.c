@@ -469,6 +469,7 @@ flashbwd_problem tcase_problem(const tcase *tc, int32_t backend)
     p.seqlen_q = tc->seqlen_q, p.seqlen_k = tc->seqlen_k;
     p.softmax_scale = tc->scale, p.softcap = tc->softcap;
     p.causal = tc->causal;
+    p.sm_count = tc->sm_count;
     p.use_window = tc->use_window;
     p.window_left = tc->use_window ? tc->window_left : 0;
     p.window_right = tc->use_window ? tc->window_right : 0;

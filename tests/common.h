@@ -28,6 +28,7 @@ typedef struct tcase {
     const int32_t *lens_q, *lens_k;
     int32_t alibi;        /* 0 none, 1 per head, 2 per (batch, head) */
     int32_t masked_rows;  /* set every 7th query row's LSE to -inf */
+    int32_t sm_count;     /* problem.sm_count: few SMs make short masked plans group heads */
 } tcase;
 
 /* A 16-bit tensor (or fp32 LSE) in host memory with its strides. */

@@ -395,7 +395,10 @@ static int main_kernel_variants(void)
 {
     fb_config c;
     assert_int_equal(fb_config_select(NULL, 90, head_dim, FB_SMEM_LIMIT_SM90, &c), FLASHBWD_OK);
-    return c.split_stages > 0 ? 3 : 2;
+    /* bwd_main with and without the dQ conversion; the split kernel's plain and head-group
+     * instances where the row has them (FB_SPLIT_PLAIN, FB_SPLIT_GROUPED) */
+    const int hd = c.kernel_head_dim;
+    return 2 + (c.split_stages > 0 ? FB_SPLIT_PLAIN(hd) + FB_SPLIT_GROUPED(hd) : 0);
 }
 
 /* Launches with a grid in a plan's table (the kernel nodes of its graph). */
@@ -668,7 +671,7 @@ static void test_plan_raises_the_kernels_smem_limit_once_per_device(void **state
     flashbwd_plan *plan = NULL;
     assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
     const flashbwd_plan_info info = info_of(plan);
-    /* Every main-kernel variant raised (with and without the dQ conversion, split). */
+    /* Every main-kernel variant raised (main_kernel_variants). */
     assert_int_equal(fake_calls(C_FUNC_SET_ATTRIBUTE), main_kernel_variants());
     /* ... to the larger need of the kernels (the plan's own is what info reports). */
     fb_config c;

@@ -591,8 +591,7 @@ static void test_masked_plans_put_heads_on_main_grid_x(void **state)
  * with G >= 4 and G >= 2 * SMs / key blocks, else heads_q; the grid is (G, key blocks,
  * batch x heads / G). Worked by hand from that rule: 132 SMs, 128 key blocks of 128 keys
  * (16k): 2 * 132 / 128 -> 3, so 4 of 16 heads; 64 key blocks (8k): 5 -> 8; 32 (4k): 9 ->
- * 16 = every head; 12 heads at 16k: 4; 7 heads (prime): 7; 24 heads with 8 SMs: 4.
- * hd128 (FB_HEAD_GROUPS 0) keeps every head on x. */
+ * 16 = every head; 12 heads at 16k: 4; 7 heads (prime): 7; 24 heads with 8 SMs: 4. */
 static void test_masked_plans_group_heads_from_sm_count_and_key_blocks(void **state)
 {
     (void)state;
@@ -620,20 +619,31 @@ static void test_masked_plans_group_heads_from_sm_count_and_key_blocks(void **st
                      g[0], g[1], g[2], (long long)G, (long long)n_blocks,
                      (long long)(s.batch * (s.heads_q / G)));
         flashbwd_plan_destroy(plan);
-        p.head_dim = 128;
-        assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
-        const flashbwd_plan_info info128 = info_of(plan);
-        const int32_t *g128 = info128.grid[FLASHBWD_LAUNCH_MAIN];
-        if (g128[0] != s.heads_q || g128[2] != s.batch)
-            fail_msg("hd128, %lld heads: main grid %d x %d x %d; expected heads on x",
-                     (long long)s.heads_q, g128[0], g128[1], g128[2]);
-        flashbwd_plan_destroy(plan);
+        /* hd128's split kernel has a grouped instance (FB_SPLIT_GROUPED): the same grid;
+         * its bwd_main (deterministic plans) and every hd96 kernel map no groups. */
+        const struct {
+            int32_t hd, det, grouped;
+        } rows[] = {{128, 0, 1}, {128, 1, 0}, {96, 0, 0}, {96, 1, 0}};
+        for (size_t r = 0; r < COUNT_OF(rows); ++r) {
+            p.head_dim = rows[r].hd, p.deterministic = rows[r].det;
+            assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+            const flashbwd_plan_info ir = info_of(plan);
+            const int32_t *gr = ir.grid[FLASHBWD_LAUNCH_MAIN];
+            const int64_t x = rows[r].grouped ? G : s.heads_q;
+            if (gr[0] != x || gr[1] != cdiv(s.seqlen_k, ir.block_n) ||
+                gr[2] != s.batch * (s.heads_q / x))
+                fail_msg("hd%d%s, %lld heads: main grid %d x %d x %d; expected %lld heads on x",
+                         rows[r].hd, rows[r].det ? " deterministic" : "", (long long)s.heads_q,
+                         gr[0], gr[1], gr[2], (long long)x);
+            flashbwd_plan_destroy(plan);
+        }
     }
 }
 
 /* FLASHBWD_HEAD_GROUP=G (an A/B of the grid order): 0 puts key blocks on x, a divisor of
- * heads_q groups the heads by it, with or without a mask (hd64; hd128 puts every head on x
- * for any G > 0); anything else is INVALID_VALUE naming the variable. */
+ * heads_q groups the heads by it, with or without a mask (hd64; hd96, whose kernels map no
+ * groups, puts every head on x for any G > 0); anything else is INVALID_VALUE naming the
+ * variable. */
 static void test_forced_head_group_is_a_divisor_of_heads_or_invalid(void **state)
 {
     (void)state;
@@ -664,19 +674,19 @@ static void test_forced_head_group_is_a_divisor_of_heads_or_invalid(void **state
         expect_env_rejected(plan_create_with_env("FLASHBWD_HEAD_GROUP", bad[c], &p, &plan),
                             plan, "FLASHBWD_HEAD_GROUP", bad[c]);
     }
-    /* hd128's kernels map no groups: any G > 0 puts every head on x */
-    const char *hd128[] = {"0", "1", "2", "8"};
-    for (size_t c = 0; c < COUNT_OF(hd128); ++c) {
-        flashbwd_problem p = planning_problem(90, 128, s);
+    /* hd96's kernels map no groups: any G > 0 puts every head on x */
+    const char *hd96[] = {"0", "1", "2", "8"};
+    for (size_t c = 0; c < COUNT_OF(hd96); ++c) {
+        flashbwd_problem p = planning_problem(90, 96, s);
         p.causal = 1;
         flashbwd_plan *plan = NULL;
-        const int32_t st = plan_create_with_env("FLASHBWD_HEAD_GROUP", hd128[c], &p, &plan);
-        if (st != FLASHBWD_OK) fail_msg("hd128 \"%s\": %s", hd128[c], flashbwd_last_error());
+        const int32_t st = plan_create_with_env("FLASHBWD_HEAD_GROUP", hd96[c], &p, &plan);
+        if (st != FLASHBWD_OK) fail_msg("hd96 \"%s\": %s", hd96[c], flashbwd_last_error());
         const flashbwd_plan_info info = info_of(plan);
         const int32_t *g = info.grid[FLASHBWD_LAUNCH_MAIN];
-        const int64_t x = atoi(hd128[c]) ? s->heads_q : cdiv(s->seqlen_k, info.block_n);
+        const int64_t x = atoi(hd96[c]) ? s->heads_q : cdiv(s->seqlen_k, info.block_n);
         if (g[0] != x || g[2] != s->batch)
-            fail_msg("hd128 G %s: main grid %d x %d x %d; expected x %lld, z %lld", hd128[c],
+            fail_msg("hd96 G %s: main grid %d x %d x %d; expected x %lld, z %lld", hd96[c],
                      g[0], g[1], g[2], (long long)x, (long long)s->batch);
         flashbwd_plan_destroy(plan);
     }
