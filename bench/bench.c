@@ -57,9 +57,11 @@ double fb_bench_graph_floor_us(int launches, int calls, void *stream);
 
 /* Plan creation and execute on one tiny problem (1 x 1 x 128 x 64), microseconds per call:
  * out[0] plan_create (device cache warm), out[1] execute with unchanged bindings, out[2]
- * execute after rebinding dQ (set_tensor + execute, alternating two buffers); *launches
- * gets the plan's launch count. graph = 0 creates the plans with FLASHBWD_LAUNCH_GRAPH=0. */
-static void host_cost_run(int32_t dtype, int graph, cudaStream_t s, double out[3], int *launches)
+ * execute after rebinding dQ (set_tensor + execute, alternating two buffers), out[3] the
+ * same rebinding Q, whose tensor map (split kernel, TMA rows) execute then encodes again;
+ * *launches gets the plan's launch count. graph = 0 creates the plans with
+ * FLASHBWD_LAUNCH_GRAPH=0. */
+static void host_cost_run(int32_t dtype, int graph, cudaStream_t s, double out[4], int *launches)
 {
     if (!graph) setenv("FLASHBWD_LAUNCH_GRAPH", "0", 1);
     flashbwd_problem p;
@@ -79,8 +81,8 @@ static void host_cost_run(int32_t dtype, int graph, cudaStream_t s, double out[3
     CHECK(flashbwd_plan_create(&p, &plan));
     unsetenv("FLASHBWD_LAUNCH_GRAPH");
     const size_t elems = 128 * 64;
-    void *buf[10];
-    for (int i = 0; i < 10; ++i) {
+    void *buf[11];
+    for (int i = 0; i < 11; ++i) {
         CUDA_CHECK(cudaMalloc(&buf[i], elems * 4));
         CUDA_CHECK(cudaMemset(buf[i], 0, elems * 4));
     }
@@ -105,13 +107,20 @@ static void host_cost_run(int32_t dtype, int graph, cudaStream_t s, double out[3
     }
     out[2] = (now() - t0) / m * 1e6;
     CUDA_CHECK(cudaStreamSynchronize(s));
+    t0 = now();
+    for (int i = 0; i < m; ++i) {
+        CHECK(flashbwd_plan_set_tensor(plan, FLASHBWD_TENSOR_Q, buf[i & 1 ? 10 : 0], NULL, 0));
+        CHECK(flashbwd_execute(plan, s));
+    }
+    out[3] = (now() - t0) / m * 1e6;
+    CUDA_CHECK(cudaStreamSynchronize(s));
     flashbwd_plan_info info;
     memset(&info, 0, sizeof info);
     info.struct_size = FLASHBWD_PLAN_INFO_STRUCT_SIZE;
     CHECK(flashbwd_plan_get_info(plan, &info));
     *launches = 0; /* table entries with a grid (a folded dQ conversion has none) */
     for (int l = 0; l < info.num_launches; ++l) *launches += info.grid[l][0] > 0;
-    for (int i = 0; i < 10; ++i) CUDA_CHECK(cudaFree(buf[i]));
+    for (int i = 0; i < 11; ++i) CUDA_CHECK(cudaFree(buf[i]));
     CUDA_CHECK(cudaFree(ws));
     flashbwd_plan_destroy(plan);
 }
@@ -122,15 +131,17 @@ static void host_costs(int32_t dtype)
 {
     cudaStream_t s;
     CUDA_CHECK(cudaStreamCreate(&s));
-    double g[3], d[3];
+    double g[4], d[4];
     int launches;
     host_cost_run(dtype, 1, s, g, &launches);
     host_cost_run(dtype, 0, s, d, &launches);
     printf("host cost: plan_create %.2f us (device cache warm), execute %.2f us per call "
            "(enqueue only, %d launches as the plan's graph), set_tensor + execute %.2f us "
-           "(new dQ binding each call)\n", g[0], g[1], launches, g[2]);
+           "(new dQ binding each call), %.2f us (new Q binding: its tensor map encoded)\n",
+           g[0], g[1], launches, g[2], g[3]);
     printf("host cost without the graph (FLASHBWD_LAUNCH_GRAPH=0): plan_create %.2f us, "
-           "execute %.2f us, set_tensor + execute %.2f us\n", d[0], d[1], d[2]);
+           "execute %.2f us, set_tensor + execute %.2f us (dQ), %.2f us (Q)\n", d[0], d[1],
+           d[2], d[3]);
     const int m = 200;
     const double floor_us = fb_bench_launch_floor_us(launches, m, s, 0);
     const double small_us = fb_bench_launch_floor_us(launches, m, s, 1);
