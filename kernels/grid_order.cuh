@@ -43,7 +43,7 @@ template <bool GROUPS> __device__ __forceinline__ GridPos grid_pos(const fb_bwd_
     return g;
 }
 
-/* The same head and batch entry for the plain orders (FB_HEAD_GROUPS 0), derived from the
+/* The same head and batch entry for the plain orders (grid_pos<false>), derived from the
  * CTA's linear block index with divisions by the grid's extents: the split kernel's refill
  * recomputes them at every step where FB_SPLIT_REFILL_DERIVED (config_table.h), so that no
  * pointer into Q or dO stays live across the dS warps' loop (at hd128 ptxas allocates that

@@ -116,20 +116,20 @@
  * -3%, hd192 mixed (-2.4..+1.6%). */
 #define FB_SPLIT_REFILL_DERIVED(hd) ((hd) == 128)
 
-/* FB_HEAD_GROUPS(hd): bwd_main's kernels of head dim hd map a grid of heads in groups
- * (kernels/grid_order.cuh; src/launches.c groups a masked plan's heads where this is 1, and
- * otherwise puts all of a batch entry's heads on x). Unmeasured for bwd_main at hd128; hd96
- * keeps the plain order as its split kernel does (below).
+/* FB_HEAD_GROUPS(hd): bwd_main's kernels of head dim hd (deterministic and softcap plans,
+ * the sm_80/86 rows) map a grid of heads in groups (kernels/grid_order.cuh; src/launches.c
+ * groups a masked plan's heads where this is 1, and otherwise puts all of a batch entry's
+ * heads on x). hd128 and hd96 keep the plain order there, as their split kernels did.
  * FB_SPLIT_PLAIN(hd), FB_SPLIT_GROUPED(hd): the split kernel of head dim hd has an
- * instance that decodes only the plain orders (key blocks or all heads on x), one that decodes
- * heads in groups too (any order), or both; a plan whose heads run in groups smaller than
- * heads_q takes the grouped one, every other plan the plain one where the row has it. The
- * groups' extra division moves ptxas's allocation of the whole kernel, either way (same
+ * instance that decodes only the plain orders (key blocks or all heads on x), one that
+ * decodes heads in groups too (any order), or both; a plan whose heads run in groups
+ * smaller than heads_q takes the grouped one, every other plan the plain one where the row
+ * has it. The groups' extra division moves ptxas's allocation of the whole kernel, either way (same
  * runs on the H200, docs/performance.md): hd128 with it was 1.2-2.4% below the plain order
  * at every point but 16k causal, and at hd64 it raised the spills from 136/156 to
  * 172/256 B, so both keep a plain instance for the plans that do not group (no mask, or
- * short: G = heads_q): hd64 +0.5..+2.5%, hd128 16k causal +1.6%; but hd256's plain
- * instance ran 1.1-2.4% below its grouped one, which serves all of its plans (as hd192's,
+ * short: G = heads_q): hd64 +0.5..+2.6%, hd128 16k causal +1.6%; but hd256's plain
+ * instance ran 1.1-2.3% below its grouped one, which serves all of its plans (as hd192's,
  * not measured without it). hd96 has no grouped instance (not measured: it would spill
  * 16 B where it spills none). */
 #define FB_HEAD_GROUPS(hd) ((hd) != 128 && (hd) != 96)
