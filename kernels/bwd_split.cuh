@@ -138,9 +138,10 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     const int64_t ws_q = si.ws_q_row0 + (int64_t)h * p.ws_rows_q; /* this head's row 0 */
 
     /* The refill through the tensor copy engine (FB_SPLIT_TMA rows, where execute encoded
-     * Q's and dO's maps: p.tma_on) needs every stage 1024-byte aligned for SWIZZLE_128B;
-     * the stages sit at multiples of 8 KB from the base, which the hardware places there
-     * unless static shared memory (a trace build's) comes first. */
+     * Q's and dO's maps: p.tma_on) needs every panel 1024-byte aligned for SWIZZLE_128B
+     * (512 for hd96's SWIZZLE_64B); the panels sit at multiples of 4 KB from the base,
+     * which the hardware places there unless static shared memory (a trace build's) comes
+     * first. */
     auto use_tma = [&]() {
         return FB_SPLIT_TMA(HD) && p.tma_on && smem_u32(smem) % 1024 == 0;
     };
@@ -154,7 +155,8 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
         const int t = thread_id<NT>() % GT;
         if constexpr (FB_SPLIT_TMA(HD)) {
             if (use_tma()) {
-                static_assert(TileQ::PANEL == 64, "a 64-column box per panel");
+                /* one box per panel: 64 columns (SWIZZLE_128B), or 32 at hd96 (SWIZZLE_64B) */
+                constexpr int PANEL = TileQ::PANEL, PANEL_BYTES = BM * PANEL * 2;
                 if (t == 0) {
                     int hs = h, bs = b; /* where the cp.async refill derives them, so here */
                     if constexpr (DERIVED)
@@ -163,14 +165,13 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
                     const int m0 = m * BM;
                     const int64_t ws = ss.ws_q_row0 + (int64_t)hs * p.ws_rows_q + m0;
                     const uint32_t bar = full + 8 * s;
-                    constexpr int PANEL_BYTES = BM * 64 * 2;
                     ptx::mbarrier_arrive_expect_tx(bar, 2 * TileQ::BYTES + 2 * BM * 4);
 #pragma unroll
-                    for (int c = 0; c < HD / 64; ++c) {
+                    for (int c = 0; c < HD / PANEL; ++c) {
                         ptx::tma_load_4d(sQ + s * TileQ::BYTES + c * PANEL_BYTES, &p.tma_q,
-                                         c * 64, hs, m0, bs, bar);
+                                         c * PANEL, hs, m0, bs, bar);
                         ptx::tma_load_4d(sdO + s * TileQ::BYTES + c * PANEL_BYTES, &p.tma_do,
-                                         c * 64, hs, m0, bs, bar);
+                                         c * PANEL, hs, m0, bs, bar);
                     }
                     ptx::bulk_load(smem_u32(sLSE + s * BM), p.lse_log2 + ws, BM * 4, bar);
                     ptx::bulk_load(smem_u32(sD + s * BM), p.dpsum + ws, BM * 4, bar);

@@ -9,11 +9,12 @@
  * (about a microsecond each) and a fixed one none.
  *
  * A map views Q as a (head_dim, heads, seqlen_q, batch) tensor, innermost first, with
- * strides in bytes, and a box of 64 columns x 1 head x BLOCK_M rows x 1 batch entry: 128
- * bytes per row, which CU_TENSOR_MAP_SWIZZLE_128B lays out exactly as SmemTile's 64-column
- * panel (16-byte chunk c of row r at chunk c ^ (r % 8); checked byte for byte by
- * bench/tma_probe). Rows past seqlen_q and columns past head_dim come back as zeros, as
- * from cp_async_tile.
+ * strides in bytes, and a box of one SmemTile panel: 64 columns x 1 head x BLOCK_M rows x
+ * 1 batch entry, 128 bytes per row, which CU_TENSOR_MAP_SWIZZLE_128B lays out exactly as a
+ * 64-column panel (16-byte chunk c of row r at chunk c ^ (r % 8)); at kernel head dim 96,
+ * whose tiles are 32-column panels, 32 columns with CU_TENSOR_MAP_SWIZZLE_64B (chunk
+ * c ^ ((r / 2) % 4)). Both checked byte for byte by bench/tma_probe. Rows past seqlen_q and
+ * columns past head_dim come back as zeros, as from cp_async_tile.
  *
  * Where the maps cannot describe the problem, tma_on stays 0 and the kernel refills with
  * cp.async as before, which gives the same bytes: varlen (sequences are packed rows, with
@@ -57,8 +58,10 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
 /* Encode the map of one 16-bit (batch, row, head, dim) tensor; 0 when the engine cannot
  * describe it (the caller then keeps cp.async). */
 static int encode(uint64_t out[16], const void *base, const int64_t stride[3],
-                  const fb_bwd_params *k, int32_t dtype, int32_t block_m)
+                  const fb_bwd_params *k, int32_t dtype, const fb_config *cfg)
 {
+    /* SmemTile's panel (kernels/smem_tile.cuh): 64 columns where the tile width allows. */
+    const int panel = cfg->kernel_head_dim % 64 == 0 ? 64 : 32;
     /* Byte strides of dims 1..3 (heads, rows, batch). A dim of extent 1 is never stepped,
      * so its stride only has to be legal: the next inner one's span stands in. */
     const int64_t elem = 2;
@@ -74,14 +77,16 @@ static int encode(uint64_t out[16], const void *base, const int64_t stride[3],
     const cuuint64_t dims[4] = {(cuuint64_t)k->head_dim, (cuuint64_t)k->heads_q,
                                 (cuuint64_t)k->seqlen_q, (cuuint64_t)k->batch};
     const cuuint64_t strides[3] = {(cuuint64_t)s_head, (cuuint64_t)s_row, (cuuint64_t)s_batch};
-    const cuuint32_t box[4] = {64, 1, (cuuint32_t)block_m, 1}, unit[4] = {1, 1, 1, 1};
+    const cuuint32_t box[4] = {(cuuint32_t)panel, 1, (cuuint32_t)cfg->block_m, 1};
+    const cuuint32_t unit[4] = {1, 1, 1, 1};
     _Static_assert(sizeof(CUtensorMap) == sizeof(fb_tma_map), "fb_tma_map holds a CUtensorMap");
     CUtensorMap map;
     const CUresult r = fn(&map,
                           dtype == FLASHBWD_DTYPE_BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                        : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
                           4, (void *)base, dims, strides, box, unit,
-                          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                          CU_TENSOR_MAP_INTERLEAVE_NONE,
+                          panel == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) return 0;
     memcpy(out, &map, sizeof map);
@@ -104,10 +109,8 @@ void fb_tma_bind(flashbwd_plan *plan, fb_bwd_params *k)
                      c->shape[2] == k->seqlen_q && c->shape[3] == k->head_dim;
     if (!same) {
         c->valid = 0;
-        c->on = encode(c->q_map, k->q, k->q_stride, k, plan->prob.dtype,
-                       plan->config.block_m) &&
-                encode(c->do_map, k->dout, k->do_stride, k, plan->prob.dtype,
-                       plan->config.block_m);
+        c->on = encode(c->q_map, k->q, k->q_stride, k, plan->prob.dtype, &plan->config) &&
+                encode(c->do_map, k->dout, k->do_stride, k, plan->prob.dtype, &plan->config);
         c->q = k->q, c->dout = k->dout;
         memcpy(c->q_stride, k->q_stride, sizeof c->q_stride);
         memcpy(c->do_stride, k->do_stride, sizeof c->do_stride);

@@ -929,7 +929,8 @@ static void test_tma_maps_are_encoded_per_binding_and_fall_back_to_cp_async(void
     assert_ptr_equal(in_map, q + 256);
     memcpy(&in_map, last_set_params.tma_do.words, sizeof in_map);
     assert_ptr_equal(in_map, dout);
-    /* dO's map: (head_dim, heads, seqlen_q, batch), byte strides, 64 x block_m boxes. */
+    /* dO's map: (head_dim, heads, seqlen_q, batch), byte strides, one tile panel's columns
+     * (64, or 32 at kernel head dim 96) x block_m rows a box. */
     const flashbwd_plan_info info = info_of(b.plan);
     const cuuint64_t hd = (cuuint64_t)head_dim;
     assert_ptr_equal(last_encode.base, dout);
@@ -937,9 +938,11 @@ static void test_tma_maps_are_encoded_per_binding_and_fall_back_to_cp_async(void
                 last_encode.dims[2] == 100 && last_encode.dims[3] == 2);
     assert_true(last_encode.strides[0] == hd * 2 && last_encode.strides[1] == 4 * hd * 2 &&
                 last_encode.strides[2] == 100 * 4 * hd * 2);
-    assert_true(last_encode.box[0] == 64 && last_encode.box[1] == 1 &&
+    const int panel = info.kernel_head_dim % 64 == 0 ? 64 : 32; /* SmemTile's panel */
+    assert_true(last_encode.box[0] == (cuuint32_t)panel && last_encode.box[1] == 1 &&
                 last_encode.box[2] == (cuuint32_t)info.block_m && last_encode.box[3] == 1);
-    assert_int_equal(last_encode.swizzle, CU_TENSOR_MAP_SWIZZLE_128B);
+    assert_int_equal(last_encode.swizzle,
+                     panel == 64 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
     assert_int_equal(last_encode.dtype, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
     /* The same bindings: nothing encoded. */
     assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
@@ -954,6 +957,23 @@ static void test_tma_maps_are_encoded_per_binding_and_fall_back_to_cp_async(void
     atomic_store(&encode_fails, 0);
     assert_int_equal(fake_calls(C_GET_DRIVER_ENTRY_POINT), 2); /* found once, then kept */
     bound_plan_free(&b);
+    /* Kernel head dim 96 (tiles of 32-column panels): 32-column boxes, SWIZZLE_64B, once
+     * its row refills through TMA (FB_SPLIT_TMA). */
+    const fb_kernel_key k96 = {FLASHBWD_DTYPE_BF16, 90, 96};
+    if (FB_SPLIT_TMA(96) && fb_kernel_find(&k96) >= 0) {
+        const int32_t saved = head_dim;
+        head_dim = 96;
+        bound_plan b96 = bound_plan_make(4);
+        head_dim = saved;
+        atomic_store(&encodes, 0);
+        assert_int_equal(flashbwd_execute(b96.plan, NULL), FLASHBWD_OK);
+        assert_int_equal(atomic_load(&encodes), 2);
+        assert_int_equal(last_set_params.tma_on, 1);
+        assert_true(last_encode.dims[0] == 96 && last_encode.box[0] == 32 &&
+                    last_encode.box[2] == (cuuint32_t)info_of(b96.plan).block_m);
+        assert_int_equal(last_encode.swizzle, CU_TENSOR_MAP_SWIZZLE_64B);
+        bound_plan_free(&b96);
+    }
     reap_and_expect_no_live_graphs("tma maps");
 }
 
