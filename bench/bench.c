@@ -61,7 +61,8 @@ double fb_bench_graph_floor_us(int launches, int calls, void *stream);
  * same rebinding Q, whose tensor map (split kernel, TMA rows) execute then encodes again;
  * *launches gets the plan's launch count. graph = 0 creates the plans with
  * FLASHBWD_LAUNCH_GRAPH=0. */
-static void host_cost_run(int32_t dtype, int graph, cudaStream_t s, double out[4], int *launches)
+static void host_cost_run(int32_t dtype, int graph, cudaStream_t s, double out[4],
+                          int *launches)
 {
     if (!graph) setenv("FLASHBWD_LAUNCH_GRAPH", "0", 1);
     flashbwd_problem p;

@@ -38,16 +38,15 @@ cudaError_t launch_backward(const fb_bwd_params &p, const fb_launch_table &t, cu
     dims(FLASHBWD_LAUNCH_MAIN, g, b);
     const int smem = t.launch[FLASHBWD_LAUNCH_MAIN].smem_bytes;
     if (t.split) { /* the plan sets split (split_grouped) only where the row has it */
-        if constexpr (C::SPLIT_STAGES > 0) {
-            constexpr int HD = C::HEAD_DIM;
-            if constexpr (FB_SPLIT_PLAIN(HD))
-                if (!t.split_grouped) bwd_split_kernel<C, false><<<g, b, smem, s>>>(p);
-            if constexpr (FB_SPLIT_GROUPED(HD))
-                if (t.split_grouped) bwd_split_kernel<C, true><<<g, b, smem, s>>>(p);
-            if (!(t.split_grouped ? FB_SPLIT_GROUPED(HD) : FB_SPLIT_PLAIN(HD)))
-                return cudaErrorInvalidValue;
+        constexpr int HD = C::HEAD_DIM, SST = C::SPLIT_STAGES;
+        if (t.split_grouped) {
+            if constexpr (SST > 0 && FB_SPLIT_GROUPED(HD))
+                bwd_split_kernel<C, true><<<g, b, smem, s>>>(p);
+            else return cudaErrorInvalidValue;
         } else {
-            return cudaErrorInvalidValue;
+            if constexpr (SST > 0 && FB_SPLIT_PLAIN(HD))
+                bwd_split_kernel<C, false><<<g, b, smem, s>>>(p);
+            else return cudaErrorInvalidValue;
         }
     } else if (t.dq_in_main) { /* then FLASHBWD_LAUNCH_CONVERT_DQ has grid 0 */
         bwd_main_kernel<C, true><<<g, b, smem, s>>>(p);
@@ -77,7 +76,8 @@ KernelEntry entry_if(int32_t dtype)
     if constexpr (HD == WANT_HD) {
         using C = BwdConfig<T, ARCH, HD, BM, BN, ST, WS, WK, WQ, LAG, SST>;
         const void *split = nullptr, *split_grouped = nullptr;
-        if constexpr (SST > 0 && FB_SPLIT_PLAIN(HD)) split = (const void *)bwd_split_kernel<C, false>;
+        if constexpr (SST > 0 && FB_SPLIT_PLAIN(HD))
+            split = (const void *)bwd_split_kernel<C, false>;
         if constexpr (SST > 0 && FB_SPLIT_GROUPED(HD))
             split_grouped = (const void *)bwd_split_kernel<C, true>;
         return KernelEntry{{dtype, ARCH, HD},

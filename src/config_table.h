@@ -124,10 +124,10 @@
  * instance that decodes only the plain orders (key blocks or all heads on x), one that
  * decodes heads in groups too (any order), or both; a plan whose heads run in groups
  * smaller than heads_q takes the grouped one, every other plan the plain one where the row
- * has it. The groups' extra division moves ptxas's allocation of the whole kernel, either way (same
- * runs on the H200, docs/performance.md): hd128 with it was 1.2-2.4% below the plain order
- * at every point but 16k causal, and at hd64 it raised the spills from 136/156 to
- * 172/256 B, so both keep a plain instance for the plans that do not group (no mask, or
+ * has it. The groups' extra division moves ptxas's allocation of the whole kernel, either
+ * way (same runs on the H200, docs/performance.md): hd128 with it was 1.2-2.4% below the
+ * plain order at every point but 16k causal, and at hd64 it raised the spills from 136/156
+ * to 172/256 B, so both keep a plain instance for the plans that do not group (no mask, or
  * short: G = heads_q): hd64 +0.5..+2.6%, hd128 16k causal +1.6%; but hd256's plain
  * instance ran 1.1-2.3% below its grouped one, which serves all of its plans (as hd192's,
  * not measured without it). hd96 has no grouped instance (not measured: it would spill
