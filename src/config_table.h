@@ -139,12 +139,10 @@
 /* FB_SPLIT_TMA(hd): the split kernel's ring refill can go through the tensor copy engine
  * (sm_90): one dS thread asks for Q's and dO's boxes and the LSE and D rows, instead of
  * every dS thread issuing cp.async and computing their addresses (docs/performance.md,
- * lever (16c)), one box per tile panel: 64 columns with SWIZZLE_128B. Execute falls back to
- * cp.async for varlen, seqused_q, and tensors whose base or strides are not 16-byte
- * multiples (src/tma_maps.c). hd96's 32-column panels would take 32-column boxes with
- * SWIZZLE_64B, which bench/tma_probe lands byte for byte on the H200 and the kernel and the
- * maps implement, but that row has not run with it: off until measured (lever (18b)). */
-#define FB_SPLIT_TMA(hd) ((hd) != 96)
+ * lever (16c)), one box per tile panel: 64 columns with SWIZZLE_128B, 32 at hd96 with
+ * SWIZZLE_64B. Execute falls back to cp.async for varlen, seqused_q, and tensors whose
+ * base or strides are not 16-byte multiples (src/tma_maps.c). */
+#define FB_SPLIT_TMA(hd) ((hd) > 0)
 
 /* Shared memory of the split kernel: K and V, SST stages of Q and dO, P, dS (two buffers
  * with FB_SPLIT_DQ_LATE) and the fp16 copy of P (FB_SPLIT_P16; reserved for fp16 inputs
