@@ -236,18 +236,42 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
 
     /* dQ_m = dS_m·K for this warp's block of LayoutQ, added into block m's fp32 rows; by
      * row-tile halves where the block has 4 row tiles (hd256), as in bwd_main. `it` is the
-     * step that stored dS_m, which names its buffer. */
+     * step that stored dS_m, which names its buffer. With FB_SPLIT_DQ_SHIFT(HD) = SH, each
+     * P warp leaves its block's last SH 8-column tiles to dS warp + 4, which holds the
+     * same LayoutQ rows (WQ divides 4), so one load of dS's fragments serves both. */
+    constexpr int SH = FB_SPLIT_DQ_SHIFT(HD);
     auto dq_step = [&](int m, int it, int lane) {
         const auto a = operand_addr<LQ, TileP, true, false>(sdS, warp, lane);
         const uint32_t a_off = LATE * (it & 1) * TileP::BYTES;
         const auto bk = operand_addr<LQ, TileK, false, true>(sK, warp, lane);
         float *chunk = p.dq_accum + (ws_q + (int64_t)m * BM) * HD;
         constexpr int RT = LQ::MT >= 4 && LQ::NT % 2 == 0 ? LQ::MT / 2 : 0;
+        static_assert(SH == 0 || (RT == 0 && SH < LQ::NT && LQ::row_block(4) == LQ::row_block(0) &&
+                                  LQ::row_block(5) == LQ::row_block(1) &&
+                                  LQ::row_block(6) == LQ::row_block(2) &&
+                                  LQ::row_block(7) == LQ::row_block(3)),
+                      "the shifted dQ tiles share the dS warp's rows");
         if constexpr (RT > 0) {
             warp_gemm_by_row_tiles<LQ, RT, TileP, TileK, true, BN, T>(
                 a, a_off, bk, 0, [&](int mi0, const float(&acc)[RT][LQ::NT][4]) {
                     red_add_row_tiles<LQ, RT, NT>(chunk, mi0, acc, tid);
                 });
+        } else if constexpr (SH > 0 && P_WARPS) {
+            using Mine = ColumnSlice<LQ, 0, LQ::NT - SH>;
+            float acc_dq[LQ::MT][LQ::NT - SH][4];
+            zero(acc_dq);
+            warp_gemm<Mine, TileP, TileK, false, true, BN, T>(acc_dq, a, a_off, bk, 0);
+            red_add_tiles<LQ, 0, LQ::NT - SH, NT>(chunk, acc_dq, 1.0f, tid);
+        } else if constexpr (SH > 0) {
+            using Theirs = ColumnSlice<LQ, LQ::NT - SH, SH>;
+            float acc_dq[LQ::MT][LQ::NT][4], acc_p[LQ::MT][SH][4];
+            zero(acc_dq);
+            zero(acc_p);
+            warp_gemm_two_b<LQ, SH, TileP, TileK, false, true, BN, T>(
+                acc_dq, acc_p, a, a_off, bk,
+                operand_addr<Theirs, TileK, false, true>(sK, warp - 4, lane));
+            red_add_frags<LQ, NT>(chunk, acc_dq, 1.0f, tid);
+            red_add_tiles<LQ, LQ::NT - SH, SH, NT>(chunk, acc_p, 1.0f, tid - GT);
         } else {
             float acc_dq[LQ::MT][LQ::NT][4];
             zero(acc_dq);

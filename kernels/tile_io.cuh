@@ -158,10 +158,12 @@ __device__ __forceinline__ void store_frags(uint32_t smem, const float (&acc)[L:
         }
 }
 
-/* Add a warp's fp32 accumulator block, times scale, into a fragment-interleaved chunk of
- * global fp32 (warp_layout.cuh, accum_index) with vector reductions. */
-template <class L, int THREADS>
-__device__ __forceinline__ void red_add_frags(float *chunk, const float (&acc)[L::MT][L::NT][4],
+/* Add 8-column tiles [NJ0, NJ0 + NN) of a warp's fp32 accumulator block of layout L, times
+ * scale, into a fragment-interleaved chunk of global fp32 (warp_layout.cuh, accum_index)
+ * with vector reductions, at the places of thread tid of L (which need not be the
+ * caller: the split kernel's dS warps add part of the P warps' dQ). */
+template <class L, int NJ0, int NN, int THREADS>
+__device__ __forceinline__ void red_add_tiles(float *chunk, const float (&acc)[L::MT][NN][4],
                                               float scale, int tid)
 {
     /* accum_index(tid, i) = accum_index(tid, 0) + accum_index(0, i) for i % 4 == 0: one
@@ -170,12 +172,20 @@ __device__ __forceinline__ void red_add_frags(float *chunk, const float (&acc)[L
 #pragma unroll
     for (int mi = 0; mi < L::MT; ++mi)
 #pragma unroll
-        for (int nj = 0; nj < L::NT; ++nj) {
-            const int i = (mi * L::NT + nj) * 4;
+        for (int nj = 0; nj < NN; ++nj) {
+            const int i = (mi * L::NT + NJ0 + nj) * 4;
             ptx::red_global_add_v4_f32(mine + accum_index<THREADS>(0, i),
                                        acc[mi][nj][0] * scale, acc[mi][nj][1] * scale,
                                        acc[mi][nj][2] * scale, acc[mi][nj][3] * scale);
         }
+}
+
+/* The whole block. */
+template <class L, int THREADS>
+__device__ __forceinline__ void red_add_frags(float *chunk, const float (&acc)[L::MT][L::NT][4],
+                                              float scale, int tid)
+{
+    red_add_tiles<L, 0, L::NT, THREADS>(chunk, acc, scale, tid);
 }
 
 /* The same for RT row tiles of the block from mi0 on (warp_gemm_by_row_tiles' output). */

@@ -44,6 +44,46 @@ __device__ __forceinline__ LaneAddr<Tile, 16> operand_addr(uint32_t smem, int wa
     }
 }
 
+/* One depth step's mma of MT A fragments against NT 8-column tiles of B at b: B two tiles
+ * at a time, each used at once, to keep few fragments live; an odd last tile takes an x2
+ * load. */
+template <int MT, int NT, class TileB, bool B_KMAJOR, typename T>
+__device__ __forceinline__ void mma_b_tiles(float (&acc)[MT][NT][4], const uint32_t (&af)[MT][4],
+                                            const LaneAddr<TileB, 16> &b, uint32_t b_off, int k0)
+{
+#pragma unroll
+    for (int nj = 0; nj < NT; nj += 2) {
+        if (nj + 1 < NT) {
+            uint32_t bf[4];
+            if constexpr (!B_KMAJOR) ptx::ldmatrix_x4(bf, b.at(8 * nj, k0) + b_off);
+            else ptx::ldmatrix_x4_trans(bf, b.at(k0, 8 * nj) + b_off);
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) {
+                ptx::mma_m16n8k16<T>(acc[mi][nj], af[mi], bf[0], bf[1]);
+                ptx::mma_m16n8k16<T>(acc[mi][nj + 1], af[mi], bf[2], bf[3]);
+            }
+        } else {
+            uint32_t bf[2];
+            if constexpr (!B_KMAJOR) ptx::ldmatrix_x2(bf, b.at(8 * nj, k0) + b_off);
+            else ptx::ldmatrix_x2_trans(bf, b.at(k0, 8 * nj) + b_off);
+#pragma unroll
+            for (int mi = 0; mi < MT; ++mi) ptx::mma_m16n8k16<T>(acc[mi][nj], af[mi], bf[0], bf[1]);
+        }
+    }
+}
+
+/* The MT A fragments of depth step k0. */
+template <int MT, class TileA, bool A_KMAJOR>
+__device__ __forceinline__ void load_a_frags(uint32_t (&af)[MT][4], const LaneAddr<TileA, 16> &a,
+                                             uint32_t a_off, int k0)
+{
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi) {
+        if constexpr (!A_KMAJOR) ptx::ldmatrix_x4(af[mi], a.at(16 * mi, k0) + a_off);
+        else ptx::ldmatrix_x4_trans(af[mi], a.at(k0, 16 * mi) + a_off);
+    }
+}
+
 template <class L, class TileA, class TileB, bool A_KMAJOR, bool B_KMAJOR, int K, typename T>
 __device__ __forceinline__ void warp_gemm(float (&acc)[L::MT][L::NT][4],
                                           const LaneAddr<TileA, 16> &a, uint32_t a_off,
@@ -52,33 +92,28 @@ __device__ __forceinline__ void warp_gemm(float (&acc)[L::MT][L::NT][4],
 #pragma unroll
     for (int k0 = 0; k0 < K; k0 += 16) {
         uint32_t af[L::MT][4];
+        load_a_frags<L::MT, TileA, A_KMAJOR>(af, a, a_off, k0);
+        mma_b_tiles<L::MT, L::NT, TileB, B_KMAJOR, T>(acc, af, b, b_off, k0);
+    }
+}
+
+/* warp_gemm for the warp's block and, with the same A rows, NT2 more 8-column tiles of B
+ * at b2 (another warp's columns: the split kernel's dS warps take part of the P warps'
+ * dQ), each A fragment loaded once for both. */
+template <class L, int NT2, class TileA, class TileB, bool A_KMAJOR, bool B_KMAJOR, int K,
+          typename T>
+__device__ __forceinline__ void warp_gemm_two_b(float (&acc)[L::MT][L::NT][4],
+                                                float (&acc2)[L::MT][NT2][4],
+                                                const LaneAddr<TileA, 16> &a, uint32_t a_off,
+                                                const LaneAddr<TileB, 16> &b,
+                                                const LaneAddr<TileB, 16> &b2)
+{
 #pragma unroll
-        for (int mi = 0; mi < L::MT; ++mi) {
-            if constexpr (!A_KMAJOR) ptx::ldmatrix_x4(af[mi], a.at(16 * mi, k0) + a_off);
-            else ptx::ldmatrix_x4_trans(af[mi], a.at(k0, 16 * mi) + a_off);
-        }
-        /* B two 8-column tiles at a time, each used at once, to keep few fragments live;
-         * an odd last tile takes an x2 load. */
-#pragma unroll
-        for (int nj = 0; nj < L::NT; nj += 2) {
-            if (nj + 1 < L::NT) {
-                uint32_t bf[4];
-                if constexpr (!B_KMAJOR) ptx::ldmatrix_x4(bf, b.at(8 * nj, k0) + b_off);
-                else ptx::ldmatrix_x4_trans(bf, b.at(k0, 8 * nj) + b_off);
-#pragma unroll
-                for (int mi = 0; mi < L::MT; ++mi) {
-                    ptx::mma_m16n8k16<T>(acc[mi][nj], af[mi], bf[0], bf[1]);
-                    ptx::mma_m16n8k16<T>(acc[mi][nj + 1], af[mi], bf[2], bf[3]);
-                }
-            } else {
-                uint32_t bf[2];
-                if constexpr (!B_KMAJOR) ptx::ldmatrix_x2(bf, b.at(8 * nj, k0) + b_off);
-                else ptx::ldmatrix_x2_trans(bf, b.at(k0, 8 * nj) + b_off);
-#pragma unroll
-                for (int mi = 0; mi < L::MT; ++mi)
-                    ptx::mma_m16n8k16<T>(acc[mi][nj], af[mi], bf[0], bf[1]);
-            }
-        }
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        uint32_t af[L::MT][4];
+        load_a_frags<L::MT, TileA, A_KMAJOR>(af, a, a_off, k0);
+        mma_b_tiles<L::MT, L::NT, TileB, B_KMAJOR, T>(acc, af, b, 0, k0);
+        mma_b_tiles<L::MT, NT2, TileB, B_KMAJOR, T>(acc2, af, b2, 0, k0);
     }
 }
 

@@ -44,6 +44,16 @@ template <int M, int N, int WM, bool ROWS_OUTER = false, int WARPS = 8> struct W
     }
 };
 
+/* Columns [8 * NJ0, 8 * (NJ0 + NN)) of each warp's block of L, as a layout for a GEMM
+ * over part of a block (the split kernel's dQ shared between its roles); its registers
+ * are numbered within the slice, red_add_tiles (tile_io.cuh) maps them back to L's. */
+template <class L, int NJ0, int NN> struct ColumnSlice {
+    static constexpr int MT = L::MT, NT = NN, TM = L::TM, TN = 8 * NN, REGS = MT * NT * 4;
+    static_assert(NJ0 >= 0 && NN > 0 && NJ0 + NN <= L::NT, "a slice of the block");
+    __device__ static __forceinline__ int row0(int warp) { return L::row0(warp); }
+    __device__ static __forceinline__ int col0(int warp) { return L::col0(warp) + 8 * NJ0; }
+};
+
 /* Position of accumulator register i of thread t in a fragment-interleaved fp32 chunk:
  * groups of four registers are 16 bytes apart between neighbouring threads, so a warp's
  * vector reduction covers 512 contiguous bytes. */

@@ -108,6 +108,16 @@
  * thirteenth sessions). */
 #define FB_SPLIT_DQ_LATE(hd) ((hd) == 64 || (hd) == 96)
 
+/* FB_SPLIT_DQ_SHIFT(hd): of each P warp's LayoutQ block of dQ, the last this many 8-column
+ * tiles are computed by its dS-warp neighbour (warp + 4, same rows), moving mma work off
+ * the P warps, whose loop is the longer one where the dS warps wait for P at BAR_P_READY
+ * (ncu at hd128 16k: 11.7% of the dS warps' samples; docs/performance.md, eighteenth
+ * session). Same run on the H200 against none: hd192 2 of 6 tiles +4.9..+11.5% (1 tile
+ * +1.6..+3.8%); hd128 1 of 4 +0.6..+2.3% but 16k causal -0.6% (2 of 4 spill 136/176 B:
+ * -2.3..-3.7%); hd96 within +-0.7% (not taken). hd64 runs the dS warps the longer (its
+ * whole dQ in them lost 3-6.5%), hd256 its dQ by row-tile halves. */
+#define FB_SPLIT_DQ_SHIFT(hd) ((hd) == 192 ? 2 : (hd) == 128 ? 1 : 0)
+
 /* FB_SPLIT_REFILL_DERIVED(hd): the split kernel's dS warps derive the Q/dO rows of each
  * ring refill from the block index at every step (kernels/bwd_split.cuh, grid_head_batch)
  * instead of keeping them from the preamble: only ptxas's allocation of their loop
