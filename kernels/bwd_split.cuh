@@ -5,7 +5,9 @@
  *   P warps  (0-3): S = Q·Kᵀ, P = exp2(S·scale·log2e − LSE·log2e) → sP,  dV += Pᵀ·dO,
  *                   dQ = dS·K for their columns of LayoutQ (hd64, hd96: the previous step's)
  *   dS warps (4-7): dP = dO·Vᵀ, dS = P∘(dP − D) with P read back from sP → sdS,
- *                   dK += dSᵀ·Q, dQ_m for the other columns, and the Q/dO ring's refill
+ *                   dK += dSᵀ·Q, dQ_m for the other columns (and, at hd128/hd192, the
+ *                   last tiles of the P warps' blocks: FB_SPLIT_DQ_SHIFT), and the Q/dO
+ *                   ring's refill
  * Why (docs/performance.md): in bwd_main all eight warps are in one phase at a time, so the
  * tensor cores idle while every warp computes exponentials or waits at a barrier, and each
  * warp's GEMM blocks are small (32 x 32 of S at hd128), so operands are re-read from shared
