@@ -248,10 +248,11 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
         const auto bk = operand_addr<LQ, TileK, false, true>(sK, warp, lane);
         float *chunk = p.dq_accum + (ws_q + (int64_t)m * BM) * HD;
         constexpr int RT = LQ::MT >= 4 && LQ::NT % 2 == 0 ? LQ::MT / 2 : 0;
-        static_assert(SH == 0 || (RT == 0 && SH < LQ::NT && LQ::row_block(4) == LQ::row_block(0) &&
-                                  LQ::row_block(5) == LQ::row_block(1) &&
-                                  LQ::row_block(6) == LQ::row_block(2) &&
-                                  LQ::row_block(7) == LQ::row_block(3)),
+        constexpr bool SAME_ROWS = LQ::row_block(4) == LQ::row_block(0) &&
+                                   LQ::row_block(5) == LQ::row_block(1) &&
+                                   LQ::row_block(6) == LQ::row_block(2) &&
+                                   LQ::row_block(7) == LQ::row_block(3);
+        static_assert(SH == 0 || (RT == 0 && SH < LQ::NT && SAME_ROWS),
                       "the shifted dQ tiles share the dS warp's rows");
         if constexpr (RT > 0) {
             warp_gemm_by_row_tiles<LQ, RT, TileP, TileK, true, BN, T>(

@@ -113,10 +113,11 @@
  * the P warps, whose loop is the longer one where the dS warps wait for P at BAR_P_READY
  * (ncu at hd128 16k: 11.7% of the dS warps' samples; docs/performance.md, eighteenth
  * session). Same run on the H200 against none: hd192 2 of 6 tiles +4.9..+11.5% (1 tile
- * +1.6..+3.8%); hd128 1 of 4 +0.6..+2.3% but 16k causal -0.6% (2 of 4 spill 136/176 B:
- * -2.3..-3.7%); hd96 within +-0.7% (not taken). hd64 runs the dS warps the longer (its
- * whole dQ in them lost 3-6.5%), hd256 its dQ by row-tile halves. */
-#define FB_SPLIT_DQ_SHIFT(hd) ((hd) == 192 ? 2 : (hd) == 128 ? 1 : 0)
+ * +1.6..+3.8%), and 3 over 2 +0.8..+1.7% and +0.8..+2.0% in two calls (it spills 20/16 B
+ * where 2 spills none); hd128 1 of 4 +0.6..+2.3% but 16k causal -0.6% (2 of 4 spill
+ * 136/176 B: -2.3..-3.7%); hd96 within +-0.7% and hd64 1 of 4 -0.1..-1.2% (not taken: at
+ * hd64 the roles wait on each other about equally). hd256 runs its dQ by row-tile halves. */
+#define FB_SPLIT_DQ_SHIFT(hd) ((hd) == 192 ? 3 : (hd) == 128 ? 1 : 0)
 
 /* FB_SPLIT_REFILL_DERIVED(hd): the split kernel's dS warps derive the Q/dO rows of each
  * ring refill from the block index at every step (kernels/bwd_split.cuh, grid_head_batch)
