@@ -44,6 +44,17 @@ __device__ __forceinline__ LaneAddr<Tile, 16> operand_addr(uint32_t smem, int wa
     }
 }
 
+/* Zero an accumulator. */
+template <int MT, int NT> __device__ __forceinline__ void zero(float (&acc)[MT][NT][4])
+{
+#pragma unroll
+    for (int mi = 0; mi < MT; ++mi)
+#pragma unroll
+        for (int nj = 0; nj < NT; ++nj)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[mi][nj][e] = 0.0f;
+}
+
 /* One depth step's mma of MT A fragments against NT 8-column tiles of B at b: B two tiles
  * at a time, each used at once, to keep few fragments live; an odd last tile takes an x2
  * load. */
@@ -133,42 +144,17 @@ __device__ __forceinline__ void warp_gemm_by_row_tiles(const LaneAddr<TileA, 16>
 #pragma unroll
     for (int mi0 = 0; mi0 < L::MT; mi0 += RT) {
         float acc[RT][L::NT][4];
-#pragma unroll
-        for (int r = 0; r < RT; ++r)
-#pragma unroll
-            for (int nj = 0; nj < L::NT; ++nj)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) acc[r][nj][e] = 0.0f;
+        zero(acc);
 #pragma unroll
         for (int k0 = 0; k0 < K; k0 += 16) {
             uint32_t af[RT][4];
 #pragma unroll
             for (int r = 0; r < RT; ++r) ptx::ldmatrix_x4(af[r], a.at(16 * (mi0 + r), k0) + a_off);
-#pragma unroll
-            for (int nj = 0; nj < L::NT; nj += 2) {
-                uint32_t bf[4];
-                if constexpr (!B_KMAJOR) ptx::ldmatrix_x4(bf, b.at(8 * nj, k0) + b_off);
-                else ptx::ldmatrix_x4_trans(bf, b.at(k0, 8 * nj) + b_off);
-#pragma unroll
-                for (int r = 0; r < RT; ++r) {
-                    ptx::mma_m16n8k16<T>(acc[r][nj], af[r], bf[0], bf[1]);
-                    ptx::mma_m16n8k16<T>(acc[r][nj + 1], af[r], bf[2], bf[3]);
-                }
-            }
+            mma_b_tiles<RT, L::NT, TileB, B_KMAJOR, T>(acc, af, b, b_off, k0);
         }
         emit(mi0, acc);
     }
 }
 
-/* Zero an accumulator. */
-template <int MT, int NT> __device__ __forceinline__ void zero(float (&acc)[MT][NT][4])
-{
-#pragma unroll
-    for (int mi = 0; mi < MT; ++mi)
-#pragma unroll
-        for (int nj = 0; nj < NT; ++nj)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[mi][nj][e] = 0.0f;
-}
 
 } // namespace fb
