@@ -64,6 +64,10 @@ if has tests; then
   # The split kernel refills its ring through TMA where the tensors allow: cp.async too.
   FLASHBWD_SPLIT_TMA=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_notma.log" 2>&1
   note "test_gpu with the cp.async refill rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_notma.log") ok): $(worst "$OUT/tests_notma.log")"
+  # hd64 plans with whole key blocks and no mask take the split kernel's full-tile
+  # instance: run them through the plain one too.
+  FLASHBWD_SPLIT_FULL=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_nofull.log" 2>&1
+  note "test_gpu with the full-tile instance off rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_nofull.log") ok): $(worst "$OUT/tests_nofull.log")"
   # Plans replay their launches as a CUDA graph by default: run the direct launches too.
   FLASHBWD_LAUNCH_GRAPH=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_direct.log" 2>&1
   note "test_gpu with direct launches rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_direct.log") ok): $(worst "$OUT/tests_direct.log")"

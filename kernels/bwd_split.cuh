@@ -67,7 +67,7 @@ constexpr int BAR_P_READY = 1, BAR_DS_READY = 2, BAR_P_GROUP = 3, BAR_DS_GROUP =
  * inside from the parameters and the thread index, so that no value is live into both
  * roles' code: with the preamble shared, ptxas spilled 150-200 B of the two loops (their
  * live ranges overlap in its linear order), each of which alone spills nothing. */
-template <class C, bool P_WARPS, bool GROUPED>
+template <class C, bool P_WARPS, bool GROUPED, bool FULL>
 __device__ __forceinline__ void split_role(const fb_bwd_params &p)
 {
     using T = typename C::T;
@@ -118,6 +118,8 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     const Mask mask{si.sk, (int64_t)si.sk - si.sq, p.window_left, p.window_right};
     int m_begin, m_end;
     mask.m_block_range(n0, BN, BM, si.sq, m_begin, m_end);
+    if constexpr (FULL) m_begin = 0; /* as m_block_range gives without a window; a constant
+                                        bound keeps the P loop's exit off local memory */
     auto out_rows = [&](void *base, const int64_t *stride) {
         return tensor_rows<T>(base, stride, b, si.k_row0 + n0, h_kv);
     };
@@ -345,8 +347,14 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
             warp_gemm<LS, TileQ, TileK, false, false, HD, T>(
                 acc_s, operand_addr<LS, TileQ, true, false>(sQ, gw, lane), s * TileQ::BYTES,
                 operand_addr<LS, TileK, false, false>(sK, gw, lane), 0);           // S = Q·Kᵀ
-            softmax_p_tile<LS>(acc_s, sLSE + s * BM, sp, mask,
-                               mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, gw, lane);
+            if constexpr (FULL) { /* one variant: no mask, no ALiBi */
+                auto none = [] {};
+                softmax_grad<true, false, false, false, false, LS>(
+                    acc_s, acc_s, sLSE + s * BM, nullptr, sp, mask, m0, n0, gw, lane, none);
+            } else { /* the variant each tile needs */
+                softmax_p_tile<LS>(acc_s, sLSE + s * BM, sp, mask,
+                                   mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, gw, lane);
+            }
             if (LATE && it > 0) ptx::bar_sync(BAR_DS_READY, NT); /* done with sP */
             store_frags<LS, TileP, T>(sP, acc_s, 1.0f, gw, lane);
             if constexpr (P_COPY) store_frags<LS, TileP, TP>(sP16, acc_s, 1.0f, gw, lane);
@@ -407,19 +415,24 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
 
 /* GROUPED: this instance decodes every grid order, heads in groups too (grid_order.cuh);
  * else only the plain orders. Which rows have which: FB_SPLIT_PLAIN, FB_SPLIT_GROUPED
- * (config_table.h). */
-template <class C, bool GROUPED>
+ * (config_table.h). FULL (a plain instance, FB_SPLIT_FULL rows): no tile of any CTA needs
+ * a mask or ALiBi, which the plan and execute guarantee (no window, not varlen, seqlen_k a
+ * multiple of BLOCK_N, no ALiBi slopes bound; src/launches.c, split_full), so the P warps'
+ * loop holds one variant of the exponentials instead of the four chosen per tile, and
+ * none of the mask's values: at hd64 it spills nothing where the other spills 136/156 B. */
+template <class C, bool GROUPED, bool FULL = false>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     bwd_split_kernel(const __grid_constant__ fb_bwd_params p) /* grid constant: TMA reads the
                                                                  maps in place */
 {
+    static_assert(!(FULL && GROUPED), "the full-tile instance is a plain one");
     if constexpr (!arch_compiled<C::ARCH>() || C::SPLIT_STAGES == 0) {
         __trap();
     } else {
         FB_TRACE(trace::Cta cta; cta.start();
                  ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS));
-        if (threadIdx.x < C::NUM_THREADS / 2) split_role<C, true, GROUPED>(p);
-        else split_role<C, false, GROUPED>(p);
+        if (threadIdx.x < C::NUM_THREADS / 2) split_role<C, true, GROUPED, FULL>(p);
+        else split_role<C, false, GROUPED, false>(p); /* the dS warps never see the mask */
         FB_TRACE(ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS); cta.finish());
     }
 }

@@ -132,6 +132,10 @@ struct fb_launch_graph {
     cudaGraphNode_t nodes[FLASHBWD_LAUNCH_CONVERT_DKV + 1] = {};
     cudaKernelNodeParams node_params[FLASHBWD_LAUNCH_CONVERT_DKV + 1] = {};
     int node_count = 0;
+    /* A split_full plan's main node runs the full-tile instance, or the plain one while
+     * ALiBi slopes are bound (fb_graph_launch sets the function with the parameters). */
+    int main_node = -1;
+    const void *main_full = nullptr, *main_plain = nullptr;
     bool params_set = false;  /* params below are what the nodes hold */
     fb_bwd_params params = {};
     int device = -1;
@@ -212,6 +216,17 @@ extern "C" int fb_graph_create(const fb_launch_table *table, int device, fb_laun
                                             ? e.main_fn[table->split ? 2 + table->split_grouped
                                                            : table->dq_in_main]
                                             : e.slot_fn[slot]);
+            if (slot == FLASHBWD_LAUNCH_MAIN && table->split_full) {
+                if (!e.main_fn[4]) {
+                    *failed_call = "finding the plan's kernels";
+                    destroy_graph(g);
+                    return (int)cudaErrorInvalidValue;
+                }
+                g->main_node = g->node_count;
+                g->main_plain = k.func;
+                g->main_full = e.main_fn[4];
+                k.func = const_cast<void *>(g->main_full); /* no slopes until a launch binds them */
+            }
             k.gridDim = dim3(l.grid[0], l.grid[1], l.grid[2]);
             k.blockDim = dim3(l.block[0], l.block[1], l.block[2]);
             k.sharedMemBytes = (unsigned)l.smem_bytes;
@@ -250,6 +265,9 @@ extern "C" int fb_graph_launch(fb_launch_graph *g, const fb_bwd_params *params, 
         g->params_set = false; /* until every node holds the new block */
         fb_bwd_params copy = *params;
         void *args[] = {&copy};
+        if (g->main_full)
+            g->node_params[g->main_node].func =
+                const_cast<void *>(params->alibi_slopes ? g->main_plain : g->main_full);
         for (int i = 0; i < g->node_count; ++i) {
             g->node_params[i].kernelParams = args;
             const cudaError_t err =

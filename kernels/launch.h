@@ -98,6 +98,9 @@ typedef struct fb_launch_table {
                                heads_q, or the row has no plain one: FB_SPLIT_PLAIN) */
     int32_t split_tma;      /* the split kernel may refill through TMA (execute checks the
                                tensors: src/tma_maps.c) */
+    int32_t split_full;     /* 1: no tile needs a mask (FB_SPLIT_FULL rows): the split
+                               kernel's full-tile instance serves every execute that binds
+                               no ALiBi slopes, the plain one the others */
     fb_launch_dims launch[4];
 } fb_launch_table;
 

@@ -14,9 +14,9 @@ namespace fb {
 
 struct KernelEntry {
     fb_kernel_key key;
-    const void *main_fn[4]; /* the main kernel without, with the dQ conversion; the split
-                               kernel's plain and head-group instances, each NULL where the
-                               row has none (attributes; graphs) */
+    const void *main_fn[5]; /* the main kernel without, with the dQ conversion; the split
+                               kernel's plain, head-group and full-tile instances, each NULL
+                               where the row has none (attributes; graphs) */
     cudaError_t (*launch)(const fb_bwd_params &, const fb_launch_table &, cudaStream_t);
     /* The kernel of each launch-table slot (the main slot's with FOLD off), for graphs. */
     const void *slot_fn[FLASHBWD_LAUNCH_CONVERT_DKV + 1];
@@ -42,6 +42,10 @@ cudaError_t launch_backward(const fb_bwd_params &p, const fb_launch_table &t, cu
         if (t.split_grouped) {
             if constexpr (SST > 0 && FB_SPLIT_GROUPED(HD))
                 bwd_split_kernel<C, true><<<g, b, smem, s>>>(p);
+            else return cudaErrorInvalidValue;
+        } else if (t.split_full && !p.alibi_slopes) {
+            if constexpr (SST > 0 && FB_SPLIT_PLAIN(HD) && FB_SPLIT_FULL(HD))
+                bwd_split_kernel<C, false, true><<<g, b, smem, s>>>(p);
             else return cudaErrorInvalidValue;
         } else {
             if constexpr (SST > 0 && FB_SPLIT_PLAIN(HD))
@@ -75,21 +79,24 @@ KernelEntry entry_if(int32_t dtype)
 {
     if constexpr (HD == WANT_HD) {
         using C = BwdConfig<T, ARCH, HD, BM, BN, ST, WS, WK, WQ, LAG, SST>;
-        const void *split = nullptr, *split_grouped = nullptr;
+        const void *split = nullptr, *split_grouped = nullptr, *split_full = nullptr;
         if constexpr (SST > 0 && FB_SPLIT_PLAIN(HD))
             split = (const void *)bwd_split_kernel<C, false>;
+        if constexpr (SST > 0 && FB_SPLIT_PLAIN(HD) && FB_SPLIT_FULL(HD))
+            split_full = (const void *)bwd_split_kernel<C, false, true>;
         if constexpr (SST > 0 && FB_SPLIT_GROUPED(HD))
             split_grouped = (const void *)bwd_split_kernel<C, true>;
         return KernelEntry{{dtype, ARCH, HD},
                            {(const void *)bwd_main_kernel<C, false>,
-                            (const void *)bwd_main_kernel<C, true>, split, split_grouped},
+                            (const void *)bwd_main_kernel<C, true>, split, split_grouped,
+                            split_full},
                            launch_backward<C>,
                            {(const void *)bwd_preprocess_kernel<C>,
                             (const void *)bwd_main_kernel<C, false>,
                             (const void *)bwd_convert_dq_kernel<C>,
                             (const void *)bwd_convert_dkv_kernel<C>}};
     } else {
-        return KernelEntry{{0, 0, 0}, {nullptr, nullptr, nullptr, nullptr}, nullptr, {}};
+        return KernelEntry{{0, 0, 0}, {nullptr, nullptr, nullptr, nullptr, nullptr}, nullptr, {}};
     }
 }
 

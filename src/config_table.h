@@ -147,6 +147,19 @@
 #define FB_SPLIT_PLAIN(hd) ((hd) != 192 && (hd) != 256)
 #define FB_SPLIT_GROUPED(hd) ((hd) != 96)
 
+/* FB_SPLIT_FULL(hd): the split kernel of head dim hd has a third instance, a plain one
+ * for plans none of whose tiles needs a mask or ALiBi (no window, not varlen, seqlen_k a
+ * multiple of BLOCK_N, and at execute no ALiBi slopes bound: src/launches.c, split_full),
+ * whose P warps compute the exponentials in one variant instead of the four chosen per
+ * tile. ptxas then allocates their loop without the mask's values: at hd64 no spills in
+ * either loop (the plain instance: 136/156 B, ~10 local accesses a step in the P warps').
+ * Same run on the H200 against the plain instance (docs/performance.md, twentieth
+ * session): hd64 non-causal +1.8..+3.0% bf16, +2.5..+3.7% fp16 (512-16k keys); hd128
+ * -1.2..-1.6% (it spills 40/28 B where the plain one spills 60/48, and loses anyway).
+ * A second P loop inside the plain instance (chosen per CTA) gained less (+1.1..+2.3%)
+ * and cost its masked plans 3% at 512/1k causal keys: hence an instance of its own. */
+#define FB_SPLIT_FULL(hd) ((hd) == 64)
+
 /* FB_SPLIT_TMA(hd): the split kernel's ring refill can go through the tensor copy engine
  * (sm_90): one dS thread asks for Q's and dO's boxes and the LSE and D rows, instead of
  * every dS thread issuing cp.async and computing their addresses (docs/performance.md,

@@ -126,6 +126,19 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
     t->head_group = (int32_t)group;
     t->split_grouped = t->split && (!FB_SPLIT_PLAIN(c->kernel_head_dim) ||
                                     (group > 0 && group < p->heads_q));
+    /* The full-tile instance (FB_SPLIT_FULL) where no tile can need a mask: no window, no
+     * varlen (whose sequences end anywhere) and whole key blocks; ALiBi is an execute-time
+     * binding, so execute takes the plain instance when slopes are bound.
+     * FLASHBWD_SPLIT_FULL=0 (testing, A/B) keeps the plain instance. */
+    t->split_full = t->split && !t->split_grouped && FB_SPLIT_FULL(c->kernel_head_dim) &&
+                    !masked && !p->varlen && p->seqlen_k % plan->config.block_n == 0;
+    const char *force_full = getenv("FLASHBWD_SPLIT_FULL");
+    if (force_full && *force_full) {
+        FB_FAIL_IF(plan, strcmp(force_full, "0") && strcmp(force_full, "1"),
+                   FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_SPLIT_FULL = \"%.16s\": expected 0 or 1", force_full);
+        t->split_full = t->split_full && force_full[0] == '1';
+    }
     if (group > 0)
         set(&t->launch[FLASHBWD_LAUNCH_MAIN], group, n_blocks, p->batch * (p->heads_q / group),
             plan->config.smem_bytes);

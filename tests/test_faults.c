@@ -395,10 +395,13 @@ static int main_kernel_variants(void)
 {
     fb_config c;
     assert_int_equal(fb_config_select(NULL, 90, head_dim, FB_SMEM_LIMIT_SM90, &c), FLASHBWD_OK);
-    /* bwd_main with and without the dQ conversion; the split kernel's plain and head-group
-     * instances where the row has them (FB_SPLIT_PLAIN, FB_SPLIT_GROUPED) */
+    /* bwd_main with and without the dQ conversion; the split kernel's plain, head-group and
+     * full-tile instances where the row has them (FB_SPLIT_PLAIN, FB_SPLIT_GROUPED,
+     * FB_SPLIT_FULL) */
     const int hd = c.kernel_head_dim;
-    return 2 + (c.split_stages > 0 ? FB_SPLIT_PLAIN(hd) + FB_SPLIT_GROUPED(hd) : 0);
+    return 2 + (c.split_stages > 0 ? FB_SPLIT_PLAIN(hd) + FB_SPLIT_GROUPED(hd) +
+                                         (FB_SPLIT_PLAIN(hd) && FB_SPLIT_FULL(hd))
+                                   : 0);
 }
 
 /* Launches with a grid in a plan's table (the kernel nodes of its graph). */

@@ -257,6 +257,12 @@ static void test_gpu_matches_fp64_on_features(void **state)
         {.name = "bf16 d64 causal heads in groups", .dtype = BF, .head_dim = 64, .batch = 2, .heads_q = 8, .heads_kv = 8, .seqlen_q = 600, .seqlen_k = 600, .causal = 1, .sm_count = 2},
         {.name = "fp16 d128 causal heads in groups gqa", .dtype = FP, .head_dim = 128, .batch = 1, .heads_q = 12, .heads_kv = 3, .seqlen_q = 450, .seqlen_k = 520, .causal = 1, .sm_count = 2},
         {.name = "bf16 d256 window heads in groups", .dtype = BF, .head_dim = 256, .batch = 2, .heads_q = 8, .heads_kv = 8, .seqlen_q = 300, .seqlen_k = 300, .use_window = 1, .window_left = 90, .window_right = 10, .sm_count = 2},
+        /* whole key blocks without a mask: the split kernel's full-tile instance at hd64
+         * (FB_SPLIT_FULL), but the plain one while ALiBi slopes are bound */
+        {.name = "bf16 d64 whole key blocks 1024 gqa", .dtype = BF, .head_dim = 64, .batch = 1, .heads_q = 4, .heads_kv = 2, .seqlen_q = 1000, .seqlen_k = 1024},
+        {.name = "fp16 d40 whole key blocks 256", .dtype = FP, .head_dim = 40, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 130, .seqlen_k = 256},
+        {.name = "bf16 d64 whole key blocks bhsd strides", .dtype = BF, .head_dim = 64, .batch = 2, .heads_q = 3, .heads_kv = 3, .seqlen_q = 128, .seqlen_k = 128, .layout = 2},
+        {.name = "fp16 d64 whole key blocks alibi", .dtype = FP, .head_dim = 64, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 256, .seqlen_k = 512, .alibi = 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
         if (quick() && i % 3) continue;
@@ -371,6 +377,51 @@ static void test_gpu_plan_graph_follows_new_bindings(void **state)
 }
 
 /* The same inputs on the CPU backend and the GPU: both near fp64, and near each other. */
+/* A plan whose tiles need no mask (hd64, whole key blocks) runs the split kernel's
+ * full-tile instance, which has no ALiBi: binding slopes must switch execute (its graph
+ * node, or the direct launch) to the plain instance, and unbinding them back. Three calls
+ * on one plan, each against fp64 for what is bound. */
+static void test_gpu_full_tile_plan_follows_alibi_binding(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    const tcase plain = {.name = "bf16 d64 512 keys", .dtype = BF, .head_dim = 64, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 384, .seqlen_k = 512};
+    tcase alibi = plain;
+    alibi.name = "bf16 d64 512 keys, slopes bound", alibi.alibi = 1;
+    tdata tdp, tda;
+    assert_int_equal(tdata_make(&plain, &tdp, test_seed() + 11), 0);
+    assert_int_equal(tdata_make(&alibi, &tda, test_seed() + 12), 0);
+    dev dp, da;
+    dev_upload(&tdp, &dp);
+    dev_upload(&tda, &da);
+    flashbwd_plan *plan = gpu_plan(&plain, &tdp, &dp);
+    cudaStream_t stream;
+    CUDA_OK(cudaStreamCreate(&stream));
+    for (int call = 0; call < 3; ++call) {
+        const int with = call == 1;
+        const tcase *tc = with ? &alibi : &plain;
+        tdata *td = with ? &tda : &tdp;
+        dev *d = with ? &da : &dp;
+        assert_int_equal(tdata_bind(tc, td, plan, d->ptr), FLASHBWD_OK);
+        if (!with)
+            assert_int_equal(flashbwd_plan_set_tensor(plan, FLASHBWD_TENSOR_ALIBI_SLOPES, NULL, NULL, 0),
+                             FLASHBWD_OK);
+        for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id)
+            CUDA_OK(cudaMemsetAsync(d->ptr[id], 0xff, td->t[id].elems * 2, stream));
+        const int32_t st = flashbwd_execute(plan, stream);
+        if (st != FLASHBWD_OK) fail_msg("%s: %s", tc->name, flashbwd_plan_last_error(plan));
+        CUDA_OK(cudaStreamSynchronize(stream));
+        dev_download(td, d);
+        check_outputs(tc, td, call == 2 ? "gpu, slopes unbound again" : "gpu");
+    }
+    CUDA_OK(cudaStreamDestroy(stream));
+    flashbwd_plan_destroy(plan);
+    dev_free(&dp);
+    dev_free(&da);
+    tdata_free(&tdp);
+    tdata_free(&tda);
+}
+
 static void test_gpu_agrees_with_the_cpu_backend(void **state)
 {
     (void)state;
@@ -532,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_gpu_matches_fp64_on_features),
         cmocka_unit_test(test_gpu_execute_replays_from_a_cuda_graph),
         cmocka_unit_test(test_gpu_plan_graph_follows_new_bindings),
+        cmocka_unit_test(test_gpu_full_tile_plan_follows_alibi_binding),
         cmocka_unit_test(test_gpu_agrees_with_the_cpu_backend),
         cmocka_unit_test(test_gpu_matches_fp64_for_every_head_dim),
         cmocka_unit_test(test_gpu_deterministic_mode_is_bitwise_reproducible),

@@ -768,6 +768,53 @@ static void test_split_tma_switch_takes_0_or_1(void **state)
     expect_switch_takes_0_or_1("FLASHBWD_SPLIT_TMA", 96);
 }
 
+/* The split kernel's full-tile instance (FB_SPLIT_FULL rows; kernels/bwd_split.cuh) has
+ * one variant of the exponentials, no mask: a plan may take it only where no tile can need
+ * one (no causal mask or window, not varlen, whole key blocks), and FLASHBWD_SPLIT_FULL=0
+ * turns it off. Execute still takes the plain instance when ALiBi slopes are bound (the GPU
+ * suite checks that). */
+static void test_full_tile_instance_only_where_no_tile_needs_a_mask(void **state)
+{
+    (void)state;
+    const struct {
+        const char *name;
+        int32_t head_dim, causal, window, varlen, deterministic;
+        int64_t seqlen_k;
+        int32_t want;
+    } cases[] = {
+        {"hd64 1024 keys", 64, 0, 0, 0, 0, 1024, 1},
+        {"hd40 (the 64 kernel) 512 keys", 40, 0, 0, 0, 0, 512, 1},
+        {"hd64 128 keys", 64, 0, 0, 0, 0, 128, 1},
+        {"hd64 1000 keys (a partial key block)", 64, 0, 0, 0, 0, 1000, 0},
+        {"hd64 causal", 64, 1, 0, 0, 0, 1024, 0},
+        {"hd64 window", 64, 0, 1, 0, 0, 1024, 0},
+        {"hd64 varlen", 64, 0, 0, 1, 0, 1024, 0},
+        {"hd64 deterministic (no split kernel)", 64, 0, 0, 0, 1, 1024, 0},
+        {"hd128 (no full-tile instance)", 128, 0, 0, 0, 0, 1024, FB_SPLIT_FULL(128)},
+    };
+    for (size_t c = 0; c < COUNT_OF(cases); ++c)
+        for (int env = 0; env < 2; ++env) {
+            const shape s = {cases[c].name, 2, 4, 4, 700, cases[c].seqlen_k, cases[c].varlen, 0, 0};
+            flashbwd_problem p = planning_problem(90, cases[c].head_dim, &s);
+            p.causal = cases[c].causal;
+            p.deterministic = cases[c].deterministic;
+            if (cases[c].window) p.use_window = 1, p.window_left = 100, p.window_right = 100;
+            flashbwd_plan *plan = NULL;
+            const int32_t st = env ? plan_create_with_env("FLASHBWD_SPLIT_FULL", "0", &p, &plan)
+                                   : flashbwd_plan_create(&p, &plan);
+            if (st != FLASHBWD_OK) fail_msg("%s: %s", cases[c].name, flashbwd_last_error());
+            const fb_launch_table *t = &plan->launches;
+            const int want = env ? 0 : cases[c].want;
+            if (t->split_full != want)
+                fail_msg("%s%s: split_full %d, expected %d", cases[c].name,
+                         env ? " (FLASHBWD_SPLIT_FULL=0)" : "", t->split_full, want);
+            if (t->split_full && (!t->split || t->split_grouped))
+                fail_msg("%s: the full-tile instance outside a plain split plan", cases[c].name);
+            flashbwd_plan_destroy(plan);
+        }
+    expect_switch_takes_0_or_1("FLASHBWD_SPLIT_FULL", 64);
+}
+
 /* FLASHBWD_FORCE_CONFIG_CLASS (the GPU suite uses it to run the sm_86 kernels on an
  * H200): an older class's rows are taken, a newer class changes nothing, anything else is
  * INVALID_VALUE naming the variable. */
@@ -964,6 +1011,7 @@ int main(void)
         cmocka_unit_test(test_masked_plans_put_heads_on_main_grid_x),
         cmocka_unit_test(test_forced_grid_order_puts_heads_or_key_blocks_on_x_or_is_invalid),
         cmocka_unit_test(test_split_tma_switch_takes_0_or_1),
+        cmocka_unit_test(test_full_tile_instance_only_where_no_tile_needs_a_mask),
         cmocka_unit_test(test_masked_plans_group_heads_from_sm_count_and_key_blocks),
         cmocka_unit_test(test_forced_head_group_is_a_divisor_of_heads_or_invalid),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
