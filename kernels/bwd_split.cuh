@@ -338,7 +338,9 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     if constexpr (P_WARPS) {
         float acc_dv[LKV::MT][LKV::NT][4];
         zero(acc_dv);
-        for (int m = m_end - 1, it = 0; m >= m_begin; --m, ++it) {
+        /* One step; UNMASKED: its tile needs no mask and there is no ALiBi. */
+        auto p_step = [&](auto unmasked, int m, int it) {
+            constexpr bool UNMASKED = decltype(unmasked)::value;
             const int s = it % ST, lane = lane_id();
             const int64_t m0 = (int64_t)m * BM;
             ptx::mbarrier_wait(full + 8 * s, (it / ST) & 1);
@@ -347,7 +349,7 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
             warp_gemm<LS, TileQ, TileK, false, false, HD, T>(
                 acc_s, operand_addr<LS, TileQ, true, false>(sQ, gw, lane), s * TileQ::BYTES,
                 operand_addr<LS, TileK, false, false>(sK, gw, lane), 0);           // S = Q·Kᵀ
-            if constexpr (FULL) { /* one variant: no mask, no ALiBi */
+            if constexpr (UNMASKED) { /* one variant: no mask, no ALiBi */
                 auto none = [] {};
                 softmax_grad<true, false, false, false, false, LS>(
                     acc_s, acc_s, sLSE + s * BM, nullptr, sp, mask, m0, n0, gw, lane, none);
@@ -371,7 +373,20 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
                 ptx::bar_sync(BAR_DS_READY, NT);
                 dq_step(m, it, lane);
             }
+        };
+        int m = m_end - 1, it = 0;
+        if constexpr (!FULL && FB_SPLIT_PEEL(HD)) {
+            /* Query blocks from m_end - 1 down to m_fast need no mask where there is no left
+             * window, ALiBi or partial key block (causal: all but the diagonal's): they run
+             * a loop with one variant of the exponentials, the rest the per-tile choice. */
+            int m_fast = m_end;
+            if (mask.left < 0 && !p.alibi_slopes && n0 + BN <= si.sk) {
+                const int64_t x = mask.right < 0 ? 0 : n0 + BN - 1 - mask.diag - mask.right;
+                m_fast = x <= 0 ? m_begin : (int)max((int64_t)m_begin, (x + BM - 1) / BM);
+            }
+            for (; m >= m_fast; --m, ++it) p_step(std::true_type{}, m, it);
         }
+        for (; m >= m_begin; --m, ++it) p_step(std::integral_constant<bool, FULL>{}, m, it);
         if constexpr (LATE) {
             ptx::bar_sync(BAR_DS_READY, NT);
             dq_step(m_begin, m_end - 1 - m_begin, lane_id());

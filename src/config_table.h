@@ -160,6 +160,15 @@
  * and cost its masked plans 3% at 512/1k causal keys: hence an instance of its own. */
 #define FB_SPLIT_FULL(hd) ((hd) == 64)
 
+/* FB_SPLIT_PEEL(hd): in the split kernel's plain and grouped instances the P warps run the
+ * steps whose tiles need no mask (without a left window, ALiBi or a partial key block:
+ * under a causal mask all but the diagonal's) in a loop of their own with one variant of
+ * the exponentials, as the full-tile instance does, and the rest in the loop that chooses
+ * per tile. Same run on the H200 against one loop (docs/performance.md, twentieth
+ * session), causal 512 / 1k / 2k / 4k / 16k keys: hd64 0.996 / 1.009 / 1.016 / 1.026 /
+ * 1.033; hd128 0.962-0.967 but 16k 1.002, non-causal 0.965-0.972; hd256 0.88-0.92. */
+#define FB_SPLIT_PEEL(hd) ((hd) == 64)
+
 /* FB_SPLIT_TMA(hd): the split kernel's ring refill can go through the tensor copy engine
  * (sm_90): one dS thread asks for Q's and dO's boxes and the LSE and D rows, instead of
  * every dS thread issuing cp.async and computing their addresses (docs/performance.md,

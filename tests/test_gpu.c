@@ -262,6 +262,7 @@ static void test_gpu_matches_fp64_on_features(void **state)
         {.name = "bf16 d64 whole key blocks 1024 gqa", .dtype = BF, .head_dim = 64, .batch = 1, .heads_q = 4, .heads_kv = 2, .seqlen_q = 1000, .seqlen_k = 1024},
         {.name = "fp16 d40 whole key blocks 256", .dtype = FP, .head_dim = 40, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 130, .seqlen_k = 256},
         {.name = "bf16 d64 whole key blocks bhsd strides", .dtype = BF, .head_dim = 64, .batch = 2, .heads_q = 3, .heads_kv = 3, .seqlen_q = 128, .seqlen_k = 128, .layout = 2},
+        {.name = "bf16 d64 window right only 30", .dtype = BF, .head_dim = 64, .batch = 1, .heads_q = 2, .heads_kv = 1, .seqlen_q = 300, .seqlen_k = 520, .use_window = 1, .window_left = -1, .window_right = 30},
         {.name = "fp16 d64 whole key blocks alibi", .dtype = FP, .head_dim = 64, .batch = 2, .heads_q = 2, .heads_kv = 2, .seqlen_q = 256, .seqlen_k = 512, .alibi = 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
