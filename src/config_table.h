@@ -151,13 +151,16 @@
  * for plans none of whose tiles needs a mask or ALiBi (no window, not varlen, seqlen_k a
  * multiple of BLOCK_N, and at execute no ALiBi slopes bound: src/launches.c, split_full),
  * whose P warps compute the exponentials in one variant instead of the four chosen per
- * tile. ptxas then allocates their loop without the mask's values: at hd64 no spills in
- * either loop (the plain instance: 136/156 B, ~10 local accesses a step in the P warps').
- * Same run on the H200 against the plain instance (docs/performance.md, twentieth
- * session): hd64 non-causal +1.8..+3.0% bf16, +2.5..+3.7% fp16 (512-16k keys); hd128
- * -1.2..-1.6% (it spills 40/28 B where the plain one spills 60/48, and loses anyway).
- * A second P loop inside the plain instance (chosen per CTA) gained less (+1.1..+2.3%)
- * and cost its masked plans 3% at 512/1k causal keys: hence an instance of its own. */
+ * tile, with m_begin a constant 0. ptxas then allocates their loop without the mask's
+ * values: at hd64 the dS loop has no local access and the P loop one load a step (the
+ * plain instance: 136/156 B of spills, ~10 local accesses a step in the P loop, its bound
+ * among them, reloaded behind the dQ reductions). Same run on the H200 against
+ * FLASHBWD_SPLIT_FULL=0 (docs/performance.md, twentieth session): hd64 non-causal
+ * +1.4..+1.5% bf16, +1.2..+2.4% fp16 (512-16k keys); a first build (3 local loads a step)
+ * +1.8..+3.0% and +2.5..+3.7% in another call. hd128 -1.2..-1.6% (spills 40/28 B where the
+ * plain instance spills 60/48, and loses anyway). A second P loop inside the plain
+ * instance, chosen per CTA, gained less (+1.1..+2.3%) and cost its masked plans 3% at
+ * 512/1k causal keys: hence an instance of its own. */
 #define FB_SPLIT_FULL(hd) ((hd) == 64)
 
 /* FB_SPLIT_PEEL(hd): in the split kernel's plain and grouped instances the P warps run the

@@ -17,6 +17,9 @@
  * main grid of at most 2^30 CTAs). It converts dQ
  * in its own pass. FLASHBWD_FORCE_SPLIT=0|1 (testing) turns it off, or on for every plan it
  * can serve.
+ * Where no tile can need a mask (no window, not varlen, whole key blocks) the split
+ * kernel's full-tile instance serves the plan's executes that bind no ALiBi slopes
+ * (FB_SPLIT_FULL rows); FLASHBWD_SPLIT_FULL=0 (testing) keeps the plain instance.
  * The plan also keeps the launches as one CUDA graph (built at plan creation, replayed by
  * execute); FLASHBWD_LAUNCH_GRAPH=0 (testing, or a fallback) launches them one by one.
  * With varlen, m_blocks and n_blocks cover the longest sequence; CTAs past a sequence's
