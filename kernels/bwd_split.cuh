@@ -434,7 +434,8 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
  * a mask or ALiBi, which the plan and execute guarantee (no window, not varlen, seqlen_k a
  * multiple of BLOCK_N, no ALiBi slopes bound; src/launches.c, split_full), so the P warps'
  * loop holds one variant of the exponentials instead of the four chosen per tile, and
- * none of the mask's values: at hd64 it spills nothing where the other spills 136/156 B. */
+ * none of the mask's values: at hd64 one local load a step where the plain instance's
+ * P loop holds ~10 (its 136/156 B of spills). */
 template <class C, bool GROUPED, bool FULL = false>
 __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     bwd_split_kernel(const __grid_constant__ fb_bwd_params p) /* grid constant: TMA reads the

@@ -377,7 +377,6 @@ static void test_gpu_plan_graph_follows_new_bindings(void **state)
     tdata_free(&td);
 }
 
-/* The same inputs on the CPU backend and the GPU: both near fp64, and near each other. */
 /* A plan whose tiles need no mask (hd64, whole key blocks) runs the split kernel's
  * full-tile instance, which has no ALiBi: binding slopes must switch execute (its graph
  * node, or the direct launch) to the plain instance, and unbinding them back. Three calls
@@ -423,6 +422,7 @@ static void test_gpu_full_tile_plan_follows_alibi_binding(void **state)
     tdata_free(&tda);
 }
 
+/* The same inputs on the CPU backend and the GPU: both near fp64, and near each other. */
 static void test_gpu_agrees_with_the_cpu_backend(void **state)
 {
     (void)state;
