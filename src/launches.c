@@ -38,6 +38,19 @@ static void set(fb_launch_dims *l, int64_t gx, int64_t gy, int64_t gz, int smem)
     l->smem_bytes = smem;
 }
 
+/* A testing switch FLASHBWD_...=0|1: *on receives 0 or 1, or -1 when the variable is unset
+ * or empty; anything else is INVALID_VALUE naming the variable. */
+static int32_t env_switch(flashbwd_plan *plan, const char *name, int *on)
+{
+    const char *v = getenv(name);
+    *on = -1;
+    if (!v || !*v) return FLASHBWD_OK;
+    FB_FAIL_IF(plan, strcmp(v, "0") && strcmp(v, "1"), FLASHBWD_ERR_INVALID_VALUE,
+               "environment %s = \"%.16s\": expected 0 or 1", name, v);
+    *on = v[0] == '1';
+    return FLASHBWD_OK;
+}
+
 int32_t fb_launches_plan(flashbwd_plan *plan)
 {
     const fb_problem_norm *p = &plan->prob;
@@ -58,23 +71,14 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
                              (!FB_SPLIT_REFILL_DERIVED(c->kernel_head_dim) ||
                               main_ctas <= (1 << 30));
     t->split = split_serves && c->split >= 0 && p->seqlen_k > c->split;
-    const char *force_split = getenv("FLASHBWD_FORCE_SPLIT");
-    if (force_split && *force_split) {
-        FB_FAIL_IF(plan, strcmp(force_split, "0") && strcmp(force_split, "1"),
-                   FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_FORCE_SPLIT = \"%.16s\": expected 0 or 1", force_split);
-        t->split = split_serves && force_split[0] == '1';
-    }
+    int on;
+    FB_TRY(env_switch(plan, "FLASHBWD_FORCE_SPLIT", &on));
+    if (on >= 0) t->split = split_serves && on;
     /* The ring refill through TMA where the row has it; execute checks each call's tensors
      * (src/tma_maps.c). FLASHBWD_SPLIT_TMA=0 keeps cp.async, for A/B runs and tests. */
     t->split_tma = t->split && FB_SPLIT_TMA(c->kernel_head_dim);
-    const char *force_tma = getenv("FLASHBWD_SPLIT_TMA");
-    if (force_tma && *force_tma) {
-        FB_FAIL_IF(plan, strcmp(force_tma, "0") && strcmp(force_tma, "1"),
-                   FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_SPLIT_TMA = \"%.16s\": expected 0 or 1", force_tma);
-        t->split_tma = t->split_tma && force_tma[0] == '1';
-    }
+    FB_TRY(env_switch(plan, "FLASHBWD_SPLIT_TMA", &on));
+    if (on >= 0) t->split_tma = t->split_tma && on;
     /* Main (the orders: kernels/grid_order.cuh): under a mask (causal or a window) key
      * blocks differ in length, and the hardware starts CTAs x fastest. With key blocks on x
      * it starts one head's CTAs after the other's, so a batch entry's last head starts its
@@ -107,12 +111,8 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
                 break;
             }
     }
-    const char *force_x = getenv("FLASHBWD_FORCE_HEADS_ON_X");
-    if (force_x && *force_x) {
-        FB_FAIL_IF(plan, strcmp(force_x, "0") && strcmp(force_x, "1"), FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_FORCE_HEADS_ON_X = \"%.16s\": expected 0 or 1", force_x);
-        group = force_x[0] == '1' && n_blocks <= 65535 ? p->heads_q : 0;
-    }
+    FB_TRY(env_switch(plan, "FLASHBWD_FORCE_HEADS_ON_X", &on));
+    if (on >= 0) group = on && n_blocks <= 65535 ? p->heads_q : 0;
     /* FLASHBWD_HEAD_GROUP=G: heads in groups of G (0: key blocks on x), for A/B runs; rows
      * whose kernel maps no groups (hd96) take any G > 0 as heads on x. */
     const char *force_g = getenv("FLASHBWD_HEAD_GROUP");
@@ -135,13 +135,8 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
      * FLASHBWD_SPLIT_FULL=0 (testing, A/B) keeps the plain instance. */
     t->split_full = t->split && !t->split_grouped && FB_SPLIT_FULL(c->kernel_head_dim) &&
                     !masked && !p->varlen && p->seqlen_k % plan->config.block_n == 0;
-    const char *force_full = getenv("FLASHBWD_SPLIT_FULL");
-    if (force_full && *force_full) {
-        FB_FAIL_IF(plan, strcmp(force_full, "0") && strcmp(force_full, "1"),
-                   FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_SPLIT_FULL = \"%.16s\": expected 0 or 1", force_full);
-        t->split_full = t->split_full && force_full[0] == '1';
-    }
+    FB_TRY(env_switch(plan, "FLASHBWD_SPLIT_FULL", &on));
+    if (on >= 0) t->split_full = t->split_full && on;
     if (group > 0)
         set(&t->launch[FLASHBWD_LAUNCH_MAIN], group, n_blocks, p->batch * (p->heads_q / group),
             plan->config.smem_bytes);
@@ -150,19 +145,10 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
             plan->config.smem_bytes);
     const int32_t fold = masked ? plan->config.dq_fold_masked : plan->config.dq_fold;
     t->dq_in_main = (fold < 0 || p->seqlen_k <= fold) && p->seqlen_k > plan->config.dq_fold_min;
-    const char *force = getenv("FLASHBWD_FORCE_DQ_FOLD");
-    if (force && *force) {
-        FB_FAIL_IF(plan, strcmp(force, "0") && strcmp(force, "1"), FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_FORCE_DQ_FOLD = \"%.16s\": expected 0 or 1", force);
-        t->dq_in_main = force[0] == '1';
-    }
-    plan->launch_graph = 1;
-    const char *graph = getenv("FLASHBWD_LAUNCH_GRAPH");
-    if (graph && *graph) {
-        FB_FAIL_IF(plan, strcmp(graph, "0") && strcmp(graph, "1"), FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_LAUNCH_GRAPH = \"%.16s\": expected 0 or 1", graph);
-        plan->launch_graph = graph[0] == '1';
-    }
+    FB_TRY(env_switch(plan, "FLASHBWD_FORCE_DQ_FOLD", &on));
+    if (on >= 0) t->dq_in_main = on;
+    FB_TRY(env_switch(plan, "FLASHBWD_LAUNCH_GRAPH", &on));
+    plan->launch_graph = on != 0;
     if (t->split) {
         t->dq_in_main = 0;
         t->launch[FLASHBWD_LAUNCH_MAIN].smem_bytes = c->split_smem_bytes;
