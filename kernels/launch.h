@@ -49,7 +49,7 @@ typedef struct fb_bwd_params {
     float *dv_accum;  /* GQA only */
     int32_t *dq_count; /* per q-side row block: key blocks added (deterministic: turns) */
     int32_t *dkv_sem; /* deterministic GQA: one per k-side row block */
-    float *zero_begin;      /* region the preprocess zeroes (accumulators and counters) */
+    float *zero_begin;      /* the range the preprocess zeroes grid-stride (GQA sums, counters) */
     int64_t zero_floats;    /* its length, a multiple of 4 */
 
     /* Sizes. */

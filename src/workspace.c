@@ -12,7 +12,8 @@
  * no bounds checks: padded batches use round_up(seqlen, tile) rows per (batch, head);
  * varlen uses round_up(total + batch * tile, tile) rows per head, sequence b starting at
  * floor((cu_seqlens[b] + b * tile) / tile) * tile (flash-backward-reference.md §5).
- * dq_accum .. dkv_sem are adjacent, so the preprocess zeroes them as one range.
+ * The preprocess zeroes each query block's dq_accum rows in the CTA of that block, and
+ * dk_accum .. dkv_sem, which are adjacent, as one range.
  *
  * CPU backend: scratch floats for one kv-head group (K, V, dK, dV), one query head (Q, dO,
  * dQ) and two score rows, at the plan's maximum lengths.
@@ -79,8 +80,8 @@ static int32_t plan_cuda(flashbwd_plan *plan)
     ws->dv_accum = ws->dk_accum + (size_t)dk_b;
     ws->dq_count = ws->dv_accum + (size_t)dv_b;
     ws->dkv_sem = ws->dq_count + (size_t)dqs_b;
-    ws->zero_begin = ws->dq_accum;
-    ws->zero_bytes = (size_t)(dq_b + dk_b + dv_b + dqs_b + dkvs_b);
+    ws->zero_begin = ws->dk_accum;
+    ws->zero_bytes = (size_t)(dk_b + dv_b + dqs_b + dkvs_b);
     ws->total_bytes = (size_t)total;
     ws->rows_q = per_head_q;
     ws->rows_k = per_head_k;
