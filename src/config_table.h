@@ -147,6 +147,15 @@
 #define FB_SPLIT_PLAIN(hd) ((hd) != 192 && (hd) != 256)
 #define FB_SPLIT_GROUPED(hd) ((hd) != 96)
 
+/* FB_SPLIT_KEYS_ON_X_FROM(hd): from this many key blocks a masked plan served by the
+ * split kernel of head dim hd keeps key blocks on the main grid's x (one head after the
+ * other, longest key block first, through the plain instance) instead of heads in groups;
+ * 0: never. Same run on the H200 (docs/performance.md, twenty-second session), causal,
+ * key blocks on x against the groups the rule in src/launches.c picks: hd128 16k +3.3%
+ * bf16 / +1.8% fp16 (G = 4), 8k -1.4% / -1.9% (G = 8), 2k-4k -4..-5%; hd96 (heads on x)
+ * -1.2..-3.7% at 2k-16k; hd64 and hd256 +0.6% / +0.1% at 16k, noise, so left as they are. */
+#define FB_SPLIT_KEYS_ON_X_FROM(hd) ((hd) == 128 ? 128 : 0)
+
 /* FB_SPLIT_FULL(hd): the split kernel of head dim hd has a third instance, a plain one
  * for plans none of whose tiles needs a mask or ALiBi (no window, not varlen, seqlen_k a
  * multiple of BLOCK_N, and at execute no ALiBi slopes bound: src/launches.c, split_full),

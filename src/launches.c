@@ -111,6 +111,10 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
                 break;
             }
     }
+    /* Past that, rows whose split kernel ran faster with key blocks on x at long masked
+     * sequences keep them there (FB_SPLIT_KEYS_ON_X_FROM, config_table.h). */
+    const int keys_x_from = FB_SPLIT_KEYS_ON_X_FROM(c->kernel_head_dim);
+    if (masked && t->split && keys_x_from > 0 && n_blocks >= keys_x_from) group = 0;
     FB_TRY(env_switch(plan, "FLASHBWD_FORCE_HEADS_ON_X", &on));
     if (on >= 0) group = on && n_blocks <= 65535 ? p->heads_q : 0;
     /* FLASHBWD_HEAD_GROUP=G: heads in groups of G (0: key blocks on x), for A/B runs; rows

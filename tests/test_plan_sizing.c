@@ -619,7 +619,8 @@ static void test_masked_plans_group_heads_from_sm_count_and_key_blocks(void **st
                      g[0], g[1], g[2], (long long)G, (long long)n_blocks,
                      (long long)(s.batch * (s.heads_q / G)));
         flashbwd_plan_destroy(plan);
-        /* hd128's split kernel has a grouped instance (FB_SPLIT_GROUPED): the same grid;
+        /* hd128's split kernel has a grouped instance (FB_SPLIT_GROUPED): the same grid,
+         * but from 128 key blocks (16k keys) key blocks on x (FB_SPLIT_KEYS_ON_X_FROM);
          * its bwd_main (deterministic plans) and every hd96 kernel map no groups. */
         const struct {
             int32_t hd, det, grouped;
@@ -629,12 +630,16 @@ static void test_masked_plans_group_heads_from_sm_count_and_key_blocks(void **st
             assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
             const flashbwd_plan_info ir = info_of(plan);
             const int32_t *gr = ir.grid[FLASHBWD_LAUNCH_MAIN];
-            const int64_t x = rows[r].grouped ? G : s.heads_q;
-            if (gr[0] != x || gr[1] != cdiv(s.seqlen_k, ir.block_n) ||
-                gr[2] != s.batch * (s.heads_q / x))
-                fail_msg("hd%d%s, %lld heads: main grid %d x %d x %d; expected %lld heads on x",
-                         rows[r].hd, rows[r].det ? " deterministic" : "", (long long)s.heads_q,
-                         gr[0], gr[1], gr[2], (long long)x);
+            const int64_t nb = cdiv(s.seqlen_k, ir.block_n);
+            const int keys_x = rows[r].hd == 128 && !rows[r].det && nb >= 128;
+            const int64_t x = keys_x ? nb : rows[r].grouped ? G : s.heads_q;
+            const int64_t y = keys_x ? s.heads_q : nb, z = keys_x ? s.batch
+                                                              : s.batch * (s.heads_q / x);
+            if (gr[0] != x || gr[1] != y || gr[2] != z)
+                fail_msg("hd%d%s, %lld heads, %lld keys: main grid %d x %d x %d; expected "
+                         "%lld x %lld x %lld", rows[r].hd, rows[r].det ? " deterministic" : "",
+                         (long long)s.heads_q, (long long)s.seqlen_k, gr[0], gr[1], gr[2],
+                         (long long)x, (long long)y, (long long)z);
             flashbwd_plan_destroy(plan);
         }
     }
