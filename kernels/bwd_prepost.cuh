@@ -7,8 +7,9 @@
  *   the counters: all CTAs together, grid-stride). Rows past the sequence get D = 0 and
  *   LSE = +inf, so the main kernel's P is 0 there without a mask; a forward LSE of -inf
  *   (row fully masked) also becomes +inf: zero gradients, never NaN. Eight lanes share a
- *   row, each reading 16-byte chunks of dO and O. A query block that no key block sees (Mask::adders is 0) gets its
- *   dQ rows zeroed here, since a main kernel that converts dQ never visits it.
+ *   row, each reading 16-byte chunks of dO and O. A query block that no key block sees
+ *   (Mask::adders is 0) gets its dQ rows zeroed here, since a main kernel that converts dQ
+ *   never visits it.
  * convert_chunk — dQ = scale · dq_accum (and the GQA group sums), read in the main kernel's
  *   fragment-interleaved order (warp_layout.cuh) with 16-byte L2 loads. The main kernel
  *   calls it when the plan folds the dQ conversion in (config table, FOLD); otherwise
