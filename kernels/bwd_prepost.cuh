@@ -90,7 +90,7 @@ template <class C> __global__ void __launch_bounds__(C::NUM_THREADS) bwd_preproc
     /* Zero the block's dQ sums (whole rows of the kernel head dim: past the sequence too,
      * which the main kernel adds to as well), then the rest of the zeroed range (GQA sums,
      * counters) cooperatively across the whole grid. */
-    if (m0 < si.sq) {
+    if (m0 < si.sq && !p.dq_zero_in_main) { /* else the split kernel does (dq_zero.cuh) */
         float4 *z = reinterpret_cast<float4 *>(p.dq_accum + ws * HD);
 #pragma unroll
         for (int i = tid; i < BM * HD / 4; i += NT) z[i] = make_float4(0, 0, 0, 0);

@@ -46,6 +46,7 @@
 
 #include "bwd_config.cuh"
 #include "cta_trace.cuh"
+#include "dq_zero.cuh"
 #include "grid_order.cuh"
 #include "launch.h"
 #include "mask.cuh"
@@ -110,7 +111,25 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     const int gw = warp % 4, gtid = tid % GT; /* warp and thread within the group */
     const SeqInfo si = seq_info<BM, BN>(p, b);
     const int n0 = n_block * BN;
-    if (n0 >= si.sk) return; /* varlen: this sequence has fewer keys */
+    /* Where the plan asks, the head's fp32 dQ sums are zeroed by the first P warps of its
+     * CTAs to start, not by the preprocess (dq_zero.cuh), while the dS warps load K and V:
+     * the P warps then have no copies in flight for their release to wait for. Every CTA
+     * takes its tickets, even one with nothing to add, so that a head whose CTAs all
+     * return still gets its sums. */
+    const int64_t ws_q = si.ws_q_row0 + (int64_t)h * p.ws_rows_q; /* this head's row 0 */
+    int32_t *const zero_counter = p.dq_count + ws_q / BM;
+    constexpr bool ZERO_ROW = FB_SPLIT_DQ_ZERO_BYTES(HD) > 0; /* else main's prologue */
+    const bool zeroes = ZERO_ROW && P_WARPS && p.dq_zero_in_main;
+    const int32_t zero_ticket = zeroes ? dq_zero_ticket(zero_counter) : 0;
+    auto zero_slice = [&] {
+        if (zeroes)
+            dq_zero_slice<HD>(zero_counter, zero_ticket, p.dq_accum + ws_q * HD,
+                              (si.sq + BM - 1) / BM * BM);
+    };
+    if (n0 >= si.sk) { /* varlen: this sequence has fewer keys */
+        zero_slice();
+        return;
+    }
     const int h_kv = h / p.group;
     const int kv_rows = min(BN, si.sk - n0);
     const bool gqa = p.group > 1;
@@ -124,6 +143,7 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
         return tensor_rows<T>(base, stride, b, si.k_row0 + n0, h_kv);
     };
     if (m_begin >= m_end) { /* no query sees these keys: zero gradients (GQA: zero sums) */
+        zero_slice();
         if (!gqa) {
             zero_rows<BN, HD, NT>(out_rows(p.dk, p.dk_stride), p.dk_stride[1], kv_rows,
                                   p.head_dim, tid);
@@ -139,7 +159,6 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     const T *gV = tensor_rows<const T>(p.v, p.v_stride, b, si.k_row0 + n0, h_kv);
     const T *gQ = tensor_rows<const T>(p.q, p.q_stride, b, si.q_row0, h);
     const T *gdO = tensor_rows<const T>(p.dout, p.do_stride, b, si.q_row0, h);
-    const int64_t ws_q = si.ws_q_row0 + (int64_t)h * p.ws_rows_q; /* this head's row 0 */
 
     /* The refill through the tensor copy engine (FB_SPLIT_TMA rows, where execute encoded
      * Q's and dO's maps: p.tma_on) needs every panel 1024-byte aligned for SWIZZLE_128B
@@ -219,12 +238,24 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
         if (use_tma()) ptx::fence_mbarrier_init(); /* the copy engine sees the counts */
     }
     ptx::barrier_sync_unaligned(BAR_CTA, NT);
-    cp_async_tile<TileK, HD, NT>(sK, gK, p.k_stride[1], kv_rows, p.head_dim, tid);
-    cp_async_tile<TileK, HD, NT>(sV, gV, p.v_stride[1], kv_rows, p.head_dim, tid);
-    ptx::cp_async_commit();
-    if (!P_WARPS)
-        for (int s = 0; s < ST && m_end - 1 - s >= m_begin; ++s) load_stage(m_end - 1 - s, s);
-    ptx::cp_async_wait<0>(); /* K and V (the stages' copies are in no group) */
+    if constexpr (ZERO_ROW) { /* the dS warps load K and V, the P warps may zero */
+        if (!P_WARPS) {
+            cp_async_tile<TileK, HD, GT>(sK, gK, p.k_stride[1], kv_rows, p.head_dim, gtid);
+            cp_async_tile<TileK, HD, GT>(sV, gV, p.v_stride[1], kv_rows, p.head_dim, gtid);
+            ptx::cp_async_commit();
+            for (int s = 0; s < ST && m_end - 1 - s >= m_begin; ++s) load_stage(m_end - 1 - s, s);
+            ptx::cp_async_wait<0>(); /* K and V (the stages' copies are in no group) */
+        } else {
+            zero_slice(); /* while the dS warps' copies are in flight */
+        }
+    } else {
+        cp_async_tile<TileK, HD, NT>(sK, gK, p.k_stride[1], kv_rows, p.head_dim, tid);
+        cp_async_tile<TileK, HD, NT>(sV, gV, p.v_stride[1], kv_rows, p.head_dim, tid);
+        ptx::cp_async_commit();
+        if (!P_WARPS)
+            for (int s = 0; s < ST && m_end - 1 - s >= m_begin; ++s) load_stage(m_end - 1 - s, s);
+        ptx::cp_async_wait<0>(); /* K and V (the stages' copies are in no group) */
+    }
     ptx::barrier_sync_unaligned(BAR_CTA, NT);
     FB_TRACE(if (tid == 0) {
         trace::Cta::mark(trace::PROLOGUE);
@@ -396,6 +427,11 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     } else {
         float acc_dk[LKV::MT][LKV::NT][4];
         zero(acc_dk);
+        /* Before the CTA's first dQ addition one thread waits for the head's sums to be
+         * zeroed (dq_zero.cuh); its warp's dP GEMM of step 0 starts late, which the wait
+         * for P mostly hides. Every adder passes a barrier after it: BAR_P_READY (the dS
+         * warps) or BAR_DS_READY (the P warps, which the dS warps reach after it). */
+        if (ZERO_ROW && gtid == 0 && p.dq_zero_in_main) dq_zero_wait(zero_counter);
         for (int m = m_end - 1, it = 0; m >= m_begin; --m, ++it) {
             const int s = it % ST, lane = lane_id();
             ptx::mbarrier_wait(full + 8 * s, (it / ST) & 1);

@@ -70,6 +70,8 @@ typedef struct fb_bwd_params {
     int32_t window_left;  /* keys left of the diagonal, -1 = unbounded */
     int32_t window_right; /* keys right of the diagonal, -1 = unbounded (causal gives 0) */
     int32_t deterministic;
+    int32_t dq_zero_in_main; /* 1: the split kernel zeroes dq_accum (kernels/dq_zero.cuh),
+                                the preprocess does not */
     int32_t head_group;   /* main grid order (kernels/grid_order.cuh): 0 = (key blocks, heads,
                              batch); G = (G, key blocks, batch x heads / G), G divides heads_q */
 
@@ -98,6 +100,7 @@ typedef struct fb_launch_table {
                                heads_q, or the row has no plain one: FB_SPLIT_PLAIN) */
     int32_t split_tma;      /* the split kernel may refill through TMA (execute checks the
                                tensors: src/tma_maps.c) */
+    int32_t dq_zero_in_main; /* fb_bwd_params.dq_zero_in_main */
     int32_t split_full;     /* 1: no tile needs a mask (FB_SPLIT_FULL rows): the split
                                kernel's full-tile instance serves every execute that binds
                                no ALiBi slopes, the plain one the others */

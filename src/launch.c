@@ -125,6 +125,7 @@ static void fill_params(const flashbwd_plan *plan, fb_bwd_params *k)
     k->softcap_log2 = k->softcap_on ? p->softcap * log2e : 0.0f;
     k->window_left = p->window_left, k->window_right = p->window_right;
     k->deterministic = p->deterministic;
+    k->dq_zero_in_main = plan->launches.dq_zero_in_main;
     k->head_group = plan->launches.head_group;
 }
 

@@ -20,6 +20,8 @@
  * Where no tile can need a mask (no window, not varlen, whole key blocks) the split
  * kernel's full-tile instance serves the plan's executes that bind no ALiBi slopes
  * (FB_SPLIT_FULL rows); FLASHBWD_SPLIT_FULL=0 (testing) keeps the plain instance.
+ * Short split plans zero their dQ sums in the main kernel, not the preprocess
+ * (FB_SPLIT_DQ_ZERO_BYTES; FLASHBWD_SPLIT_DQ_ZERO=0|1 for tests and A/B runs).
  * The plan also keeps the launches as one CUDA graph (built at plan creation, replayed by
  * execute); FLASHBWD_LAUNCH_GRAPH=0 (testing, or a fallback) launches them one by one.
  * With varlen, m_blocks and n_blocks cover the longest sequence; CTAs past a sequence's
@@ -79,6 +81,23 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
     t->split_tma = t->split && FB_SPLIT_TMA(c->kernel_head_dim);
     FB_TRY(env_switch(plan, "FLASHBWD_SPLIT_TMA", &on));
     if (on >= 0) t->split_tma = t->split_tma && on;
+    /* Short split plans zero each head's dQ sums in the main kernel, not the preprocess
+     * (kernels/dq_zero.cuh): the first four P warps of a head's CTAs, while their K and V
+     * load, where the sums take at most FB_SPLIT_DQ_ZERO_BYTES; the tickets need fewer
+     * than 2^17 key blocks. A head's other CTAs wait for the zeroing before they add, so
+     * these plans put heads on x even without a mask: a head's CTAs then start a row of
+     * heads apart instead of side by side, and find the zeroing done (same runs on the
+     * H200, docs/performance.md: hd64 without a mask, key blocks on x, the zeroing cost
+     * 1.6-3.5%; with heads on x it gained 1.3-1.6%, and heads on x alone were level).
+     * FLASHBWD_SPLIT_DQ_ZERO=0|1 (testing, A/B) turns it off, or on at any length, on the
+     * rows that have it. */
+    const int64_t head_sums = fb_round_up(p->seqlen_q, plan->config.block_m) *
+                              c->kernel_head_dim * 4;
+    const int zero_ok = t->split && FB_SPLIT_DQ_ZERO_BYTES(c->kernel_head_dim) > 0 &&
+                        n_blocks < (1 << 17);
+    t->dq_zero_in_main = zero_ok && head_sums <= FB_SPLIT_DQ_ZERO_BYTES(c->kernel_head_dim);
+    FB_TRY(env_switch(plan, "FLASHBWD_SPLIT_DQ_ZERO", &on));
+    if (on >= 0) t->dq_zero_in_main = zero_ok && on;
     /* Main (the orders: kernels/grid_order.cuh): under a mask (causal or a window) key
      * blocks differ in length, and the hardware starts CTAs x fastest. With key blocks on x
      * it starts one head's CTAs after the other's, so a batch entry's last head starts its
@@ -98,7 +117,8 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
      * where the row has one (FB_SPLIT_PLAIN), serves every plan with G = heads_q or no
      * mask; its grouped one the rest.
      * Without a mask the key blocks stay on x (heads on x cost 0-1.7% there: fewer CTAs
-     * share a head's Q and dO in L2). The y dimension holds 65535. */
+     * share a head's Q and dO in L2), but for the dQ zeroing's plans (above). The y
+     * dimension holds 65535. */
     const int groups_ok = t->split ? FB_SPLIT_GROUPED(c->kernel_head_dim)
                                    : FB_HEAD_GROUPS(c->kernel_head_dim);
     int64_t group = 0;
@@ -115,6 +135,7 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
      * sequences keep them there (FB_SPLIT_KEYS_ON_X_FROM, config_table.h). */
     const int keys_x_from = FB_SPLIT_KEYS_ON_X_FROM(c->kernel_head_dim);
     if (masked && t->split && keys_x_from > 0 && n_blocks >= keys_x_from) group = 0;
+    if (!masked && t->dq_zero_in_main && n_blocks <= 65535) group = p->heads_q;
     FB_TRY(env_switch(plan, "FLASHBWD_FORCE_HEADS_ON_X", &on));
     if (on >= 0) group = on && n_blocks <= 65535 ? p->heads_q : 0;
     /* FLASHBWD_HEAD_GROUP=G: heads in groups of G (0: key blocks on x), for A/B runs; rows

@@ -6,14 +6,16 @@
  *   dk_accum, dv_accum  GQA only: kernel_head_dim floats per key row of every kv head
  *   dq_count          an int32 per query row block: how many key blocks have added into
  *                     its dQ sum, so the last one converts it (deterministic mode: whose
- *                     turn it is to add)
+ *                     turn it is to add; split plans that zero their dQ sums in the main
+ *                     kernel: each head's first one counts its tickets, kernels/dq_zero.cuh)
  *   dkv_sem           deterministic GQA only: a turn counter per key row block
  * A "row" space per head is padded so that every kernel reads and writes whole tiles with
  * no bounds checks: padded batches use round_up(seqlen, tile) rows per (batch, head);
  * varlen uses round_up(total + batch * tile, tile) rows per head, sequence b starting at
  * floor((cu_seqlens[b] + b * tile) / tile) * tile (flash-backward-reference.md §5).
- * The preprocess zeroes each query block's dq_accum rows in the CTA of that block, and
- * dk_accum .. dkv_sem, which are adjacent, as one range.
+ * The preprocess zeroes each query block's dq_accum rows in the CTA of that block (unless
+ * the split kernel does, src/launches.c), and dk_accum .. dkv_sem, which are adjacent, as
+ * one range.
  *
  * CPU backend: scratch floats for one kv-head group (K, V, dK, dV), one query head (Q, dO,
  * dQ) and two score rows, at the plan's maximum lengths.

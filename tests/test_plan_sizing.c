@@ -111,6 +111,16 @@ static int takes_split(const trow *r, int64_t seqlen_k, int64_t smem_limit)
            documented_split_smem(r) <= smem_limit;
 }
 
+/* Whether a split plan zeroes its dQ sums in the main kernel (src/launches.c): a head's
+ * sums, round_up(seqlen_q, BM) x kernel head dim x 4 bytes, within FB_SPLIT_DQ_ZERO_BYTES
+ * and fewer than 2^17 key blocks. Such plans put heads on the main grid's x. */
+static int zeroes_in_main(const trow *r, int split, int64_t seqlen_q, int64_t seqlen_k)
+{
+    const int64_t n_blocks = (seqlen_k + r->bn - 1) / r->bn;
+    const int64_t sums = (seqlen_q + r->bm - 1) / r->bm * r->bm * r->hd * 4;
+    return split && n_blocks < (1 << 17) && sums <= FB_SPLIT_DQ_ZERO_BYTES(r->hd);
+}
+
 static int32_t class_limit(int32_t cls)
 {
     for (size_t i = 0; i < COUNT_OF(arches); ++i)
@@ -282,7 +292,10 @@ static void check_plan(const arch_row *a, int32_t head_dim, const shape *s)
     const int64_t m_blocks = cdiv(s->seqlen_q, row->bm), n_blocks = cdiv(s->seqlen_k, row->bn);
     CHECK_EQ("num_launches", info.num_launches, gqa ? 4 : 3);
     check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_PREPROCESS, m_blocks, s->heads_q, s->batch);
-    check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_MAIN, n_blocks, s->heads_q, s->batch);
+    if (zeroes_in_main(row, split, s->seqlen_q, s->seqlen_k) && n_blocks <= 65535)
+        check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_MAIN, s->heads_q, n_blocks, s->batch);
+    else
+        check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_MAIN, n_blocks, s->heads_q, s->batch);
     if (split || (row->fold >= 0 && s->seqlen_k > row->fold) || s->seqlen_k <= row->fmin) {
         /* its own pass converts dQ */
         check_grid(a, head_dim, s, &info, FLASHBWD_LAUNCH_CONVERT_DQ, m_blocks, s->heads_q,
@@ -565,7 +578,8 @@ static void test_split_kernel_serves_the_plans_it_can_or_is_forced(void **state)
 
 /* The main grid: (key blocks, heads, batch); with a mask (causal or a window, where key
  * blocks differ in length) (heads, key blocks, batch), so each head's longest key block
- * starts first (src/launches.c). */
+ * starts first (src/launches.c). (Without the dQ zeroing in the main kernel, which puts
+ * heads on x too: test_dq_zeroing_in_main_follows_the_head_sums_and_its_switch.) */
 static void test_masked_plans_put_heads_on_main_grid_x(void **state)
 {
     (void)state;
@@ -575,7 +589,8 @@ static void test_masked_plans_put_heads_on_main_grid_x(void **state)
         p.causal = mask == 1;
         if (mask == 2) p.use_window = 1, p.window_left = 100, p.window_right = 100;
         flashbwd_plan *plan = NULL;
-        assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+        assert_int_equal(plan_create_with_env("FLASHBWD_SPLIT_DQ_ZERO", "0", &p, &plan),
+                         FLASHBWD_OK);
         const flashbwd_plan_info info = info_of(plan);
         const int32_t *g = info.grid[FLASHBWD_LAUNCH_MAIN];
         const int64_t n_blocks = cdiv(s->seqlen_k, info.block_n);
@@ -771,6 +786,51 @@ static void test_split_tma_switch_takes_0_or_1(void **state)
     (void)state;
     expect_switch_takes_0_or_1("FLASHBWD_SPLIT_TMA", 128);
     expect_switch_takes_0_or_1("FLASHBWD_SPLIT_TMA", 96);
+}
+
+/* Split plans whose heads' dQ sums are small zero them in the main kernel and put heads
+ * on x with or without a mask (src/launches.c); larger sums keep key blocks on x without
+ * a mask; FLASHBWD_SPLIT_DQ_ZERO=0|1 turns the zeroing off, or on at any length, and any
+ * other value is INVALID_VALUE. Without a mask the grid's order tells which. */
+static void test_dq_zeroing_in_main_follows_the_head_sums_and_its_switch(void **state)
+{
+    (void)state;
+    const struct {
+        const char *name;
+        int32_t head_dim;
+        int64_t seqlen; /* batch 2, 8 heads */
+        const char *env;
+        int heads_x;
+    } cases[] = {
+        {"hd64 512", 64, 512, NULL, 1},
+        {"hd64 at the bound", 64, FB_SPLIT_DQ_ZERO_BYTES(64) / (64 * 4), NULL, 1},
+        {"hd64 past the bound", 64, FB_SPLIT_DQ_ZERO_BYTES(64) / (64 * 4) + 128, NULL, 0},
+        {"hd128 past the bound", 128, FB_SPLIT_DQ_ZERO_BYTES(128) / (128 * 4) + 64, NULL, 0},
+        {"hd64 512, switched off", 64, 512, "0", 0},
+        {"hd64 8k, switched on", 64, 8192, "1", 1},
+        {"hd64 512, deterministic (no split kernel)", 64, 512, NULL, 0},
+    };
+    for (size_t i = 0; i < COUNT_OF(cases); ++i) {
+        const shape sh = {cases[i].name, 2, 8, 8, cases[i].seqlen, cases[i].seqlen, 0, 0, 0};
+        flashbwd_problem p = planning_problem(90, cases[i].head_dim, &sh);
+        p.deterministic = strstr(cases[i].name, "deterministic") != NULL;
+        flashbwd_plan *plan = NULL;
+        const int32_t st = cases[i].env
+                               ? plan_create_with_env("FLASHBWD_SPLIT_DQ_ZERO", cases[i].env, &p,
+                                                      &plan)
+                               : flashbwd_plan_create(&p, &plan);
+        if (st != FLASHBWD_OK) fail_msg("%s: %s", cases[i].name, flashbwd_last_error());
+        const flashbwd_plan_info info = info_of(plan);
+        const int32_t *g = info.grid[FLASHBWD_LAUNCH_MAIN];
+        const int64_t n_blocks = cdiv(sh.seqlen_k, info.block_n);
+        const int64_t x = cases[i].heads_x ? sh.heads_q : n_blocks;
+        const int64_t y = cases[i].heads_x ? n_blocks : sh.heads_q;
+        if (g[0] != x || g[1] != y || g[2] != sh.batch)
+            fail_msg("%s: main grid %d x %d x %d; expected %lld x %lld x %lld", cases[i].name,
+                     g[0], g[1], g[2], (long long)x, (long long)y, (long long)sh.batch);
+        flashbwd_plan_destroy(plan);
+    }
+    expect_switch_takes_0_or_1("FLASHBWD_SPLIT_DQ_ZERO", 64);
 }
 
 /* The split kernel's full-tile instance (FB_SPLIT_FULL rows; kernels/bwd_split.cuh) has
@@ -1018,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_split_tma_switch_takes_0_or_1),
         cmocka_unit_test(test_full_tile_instance_only_where_no_tile_needs_a_mask),
         cmocka_unit_test(test_masked_plans_group_heads_from_sm_count_and_key_blocks),
+        cmocka_unit_test(test_dq_zeroing_in_main_follows_the_head_sums_and_its_switch),
         cmocka_unit_test(test_forced_head_group_is_a_divisor_of_heads_or_invalid),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
