@@ -68,6 +68,12 @@ if has tests; then
   # instance: run them through the plain one too.
   FLASHBWD_SPLIT_FULL=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_nofull.log" 2>&1
   note "test_gpu with the full-tile instance off rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_nofull.log") ok): $(worst "$OUT/tests_nofull.log")"
+  # Short split plans zero their dQ sums in the main kernel (kernels/dq_zero.cuh): run
+  # every split plan with the preprocess's zeroing, and every one with the kernel's.
+  for z in 0 1; do
+    FLASHBWD_SPLIT_DQ_ZERO=$z FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_zero$z.log" 2>&1
+    note "test_gpu with FLASHBWD_SPLIT_DQ_ZERO=$z rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_zero$z.log") ok): $(worst "$OUT/tests_zero$z.log")"
+  done
   # Plans replay their launches as a CUDA graph by default: run the direct launches too.
   FLASHBWD_LAUNCH_GRAPH=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_direct.log" 2>&1
   note "test_gpu with direct launches rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_direct.log") ok): $(worst "$OUT/tests_direct.log")"
