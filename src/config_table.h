@@ -194,9 +194,10 @@
  * while their dS warps load K and V) when the sums, round_up(seqlen_q, BM) x hd x 4 bytes,
  * are at most this; such plans put heads on the main grid's x (src/launches.c). 0: never,
  * and the kernel keeps its prologue as before. Same run on the H200 against the zeroing
- * in the preprocess (docs/performance.md, twenty-sixth session): hd64 +2.4 / +1.8 / +0.8%
- * without a mask at 512 / 1k / 2k keys, causal level; but hd128 causal 1k -2.5%, and the
- * reworked prologue cost hd96, hd192 and hd256 2-10%, zeroing or not. */
+ * in the preprocess and main's prologue (docs/performance.md, twenty-sixth session): hd64
+ * +2.5 / +1.9 / +0.8% without a mask at 512 / 1k / 2k keys, causal level; but hd128
+ * causal 1k -2.5%, and the reworked prologue cost hd96, hd192 and hd256 2-9%, zeroing or
+ * not. */
 #define FB_SPLIT_DQ_ZERO_BYTES(hd) ((hd) == 64 ? 512 * 1024 : 0)
 
 /* Shared memory of the split kernel: K and V, SST stages of Q and dO, P, dS (two buffers
