@@ -12,8 +12,9 @@
  *            (a head's first CTA has four P warps, so every slice has an owner);
  *   release  each lane of an owning warp adds 1 << 20 with release semantics after its
  *            stores (the P warps have no copies in flight for the release to wait for);
- *   wait     before their first addition a CTA's threads load the int with acquire until
- *            all 4 x 32 releases are in.
+ *   wait     before a CTA's first addition one of its threads loads the int with acquire
+ *            until all 4 x 32 releases are in; the CTA's adders pass a named barrier
+ *            after that thread (kernels/bwd_split.cuh).
  * The plan keeps a head's key blocks below 2^17, so its tickets (4 a CTA) never reach bit
  * 20. No CTA waits for one that has not started: the owners took their tickets running.
  */
