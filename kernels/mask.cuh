@@ -84,4 +84,24 @@ struct Mask {
     }
 };
 
+/* Where the causal bound (key c visible to row r iff c - r <= w, in a warp block's own
+ * coordinates) leaves an element of a warp's mma accumulators (warp_layout.cuh): element
+ * e of tile (mi, nj) of a lane has c - r = k(mi, nj, e) - lane/4 + 2·(lane%4), so it is
+ * visible iff k <= q(w, lane); k is the same for every lane and lane/4 - 2·(lane%4) lies in
+ * [-6, 7]. With w a constant, softmax_p_band (softmax_grad.cuh) decides each element at
+ * compile time but for the band between all_visible and all_masked. tests/test_mask.cu
+ * checks it against the definition. */
+struct DiagonalBand {
+    __host__ __device__ static constexpr int k(int mi, int nj, int e)
+    {
+        return 8 * nj + (e & 1) - 16 * mi - 8 * (e >> 1);
+    }
+    __host__ __device__ static constexpr int q(int w, int lane)
+    {
+        return w + (lane >> 2) - 2 * (lane & 3);
+    }
+    __host__ __device__ static constexpr bool all_visible(int k, int w) { return k <= w - 6; }
+    __host__ __device__ static constexpr bool all_masked(int k, int w) { return k > w + 7; }
+};
+
 } // namespace fb

@@ -5,7 +5,9 @@
  * complete the dQ sums, which key blocks add into a query block (first_n_block,
  * last_n_block, adders). A wrong count leaves a dQ block unconverted or converts it before
  * every share is in, so each of them is checked here against a brute-force count over
- * many lengths, windows and tiles. nvcc compiles it as host code; it needs no GPU.
+ * many lengths, windows and tiles. The split kernel's diagonal step trusts DiagonalBand
+ * for which accumulator elements the causal bound hides: checked element by element.
+ * nvcc compiles it as host code; it needs no GPU.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@ extern "C" { /* this cmocka.h declares its functions without C linkage for C++ *
 }
 
 #include "../kernels/mask.cuh"
+#include "../kernels/warp_layout.cuh"
 
 namespace {
 
@@ -127,11 +130,75 @@ static void test_row_limits_and_tile_needs_mask_match_the_definition(void **stat
     assert_true(tiles_checked > 100000);
 }
 
+/* The split kernel's diagonal step (bwd_split.cuh, STEP_BAND): on a tile whose diagonal
+ * runs through its corner, a warp block past the diagonal (rows start after columns) is
+ * wholly visible, one before it wholly masked, and one on it takes DiagonalBand's
+ * decision per element; each must agree with "key c visible to row r iff c <= r" at every
+ * lane and register of the layout's documented mapping (warp_layout.cuh). Then, for any
+ * offset w, all_visible and all_masked must hold for every lane where they say so. */
+template <int M, int N, int WM> long check_diagonal_band()
+{
+    using L = fb::WarpLayout<M, N, WM, false, 4>;
+    using B = fb::DiagonalBand;
+    static_assert(L::TM == L::TN, "the band step serves square warp blocks");
+    long checked = 0;
+    for (int warp = 0; warp < 4; ++warp) {
+        const int r0 = L::row_block(warp) * L::TM, c0 = L::col_block(warp) * L::TN;
+        for (int lane = 0; lane < 32; ++lane)
+            for (int mi = 0; mi < L::MT; ++mi)
+                for (int nj = 0; nj < L::NT; ++nj)
+                    for (int e = 0; e < 4; ++e) {
+                        const int r = r0 + 16 * mi + lane / 4 + 8 * (e / 2);
+                        const int c = c0 + 8 * nj + 2 * (lane % 4) + e % 2;
+                        const int k = B::k(mi, nj, e);
+                        bool got;
+                        if (r0 != c0) got = r0 > c0; /* the step's per-warp choice */
+                        else if (B::all_masked(k, 0)) got = false;
+                        else if (B::all_visible(k, 0)) got = true;
+                        else got = k <= B::q(0, lane);
+                        if (got != (c <= r))
+                            fail_msg("layout %dx%d/%d warp %d lane %d tile (%d, %d) e %d: "
+                                     "row %d key %d decided %s", M, N, WM, warp, lane, mi, nj,
+                                     e, r, c, got ? "visible" : "masked");
+                        ++checked;
+                    }
+    }
+    for (int w = -200; w <= 200; ++w)
+        for (int mi = 0; mi < L::MT; ++mi)
+            for (int nj = 0; nj < L::NT; ++nj)
+                for (int e = 0; e < 4; ++e)
+                    for (int lane = 0; lane < 32; ++lane) {
+                        const int k = B::k(mi, nj, e);
+                        /* the element's own c - r, from the layout's mapping */
+                        const int d = (8 * nj + 2 * (lane % 4) + e % 2) -
+                                      (16 * mi + lane / 4 + 8 * (e / 2));
+                        const bool vis = d <= w;
+                        if (vis != (k <= B::q(w, lane)) || (B::all_masked(k, w) && vis) ||
+                            (B::all_visible(k, w) && !vis))
+                            fail_msg("w %d tile (%d, %d) e %d lane %d: c - r = %d, k %d, q %d, "
+                                     "all_masked %d, all_visible %d", w, mi, nj, e, lane, d, k,
+                                     B::q(w, lane), (int)B::all_masked(k, w),
+                                     (int)B::all_visible(k, w));
+                        ++checked;
+                    }
+    return checked;
+}
+
+static void test_diagonal_band_matches_the_causal_definition(void **state)
+{
+    (void)state;
+    const long checked = check_diagonal_band<128, 128, 2>() + /* hd64's SplitLayoutS */
+                         check_diagonal_band<64, 64, 2>();
+    printf("    %ld elements checked\n", checked);
+    assert_true(checked > 100000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_block_ranges_and_adders_match_a_brute_force_count),
         cmocka_unit_test(test_row_limits_and_tile_needs_mask_match_the_definition),
+        cmocka_unit_test(test_diagonal_band_matches_the_causal_definition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
