@@ -21,6 +21,10 @@
  * after it was stored, and multiply it after that step's dV GEMM, while the dS warps store
  * block m-1's dS in the other buffer. Elsewhere they sync right after their dV GEMM and
  * multiply the step's own dS (one dS buffer).
+ * At hd64 (FB_SPLIT_PEEL) the P warps run the steps that need no mask in a loop with one
+ * variant of the exponentials; where a causal CTA's one masked step has the diagonal
+ * through its corner, that step takes per-warp compile-time patterns (STEP_BAND) instead
+ * of the row limits, whose code and spills cost a 512-key causal backward ~3%.
  * Synchronisation in the loop (no CTA barrier):
  *   BAR_P_READY   the P warps arrive once P is stored; the dS warps sync before reading it
  *   BAR_DS_READY  the dS warps arrive once dS is stored (and they are done reading P); the
@@ -63,6 +67,10 @@ namespace fb {
 /* Named barriers of the split kernel: BAR_CTA is every thread's, reached by the two roles
  * from different instructions (so neither __syncthreads nor bar.sync, which are aligned). */
 constexpr int BAR_P_READY = 1, BAR_DS_READY = 2, BAR_P_GROUP = 3, BAR_DS_GROUP = 4, BAR_CTA = 5;
+
+/* Which exponentials a step of the P warps takes (split_role's p_step). */
+constexpr int STEP_UNMASKED = 0, STEP_BAND = 1, STEP_ANY = 2;
+template <int MODE> using step_mode = std::integral_constant<int, MODE>;
 
 /* One role's whole program: P_WARPS for warps 0-3, else warps 4-7. Everything is derived
  * inside from the parameters and the thread index, so that no value is live into both
@@ -369,9 +377,11 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     if constexpr (P_WARPS) {
         float acc_dv[LKV::MT][LKV::NT][4];
         zero(acc_dv);
-        /* One step; UNMASKED: its tile needs no mask and there is no ALiBi. */
-        auto p_step = [&](auto unmasked, int m, int it) {
-            constexpr bool UNMASKED = decltype(unmasked)::value;
+        /* One step; MODE says which exponentials its tile takes: STEP_UNMASKED, no mask and
+         * no ALiBi; STEP_BAND, the causal diagonal at a block corner (below); STEP_ANY,
+         * the variant the tile needs. */
+        auto p_step = [&](auto mode, int m, int it) {
+            constexpr int MODE = decltype(mode)::value;
             const int s = it % ST, lane = lane_id();
             const int64_t m0 = (int64_t)m * BM;
             ptx::mbarrier_wait(full + 8 * s, (it / ST) & 1);
@@ -380,17 +390,42 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
             warp_gemm<LS, TileQ, TileK, false, false, HD, T>(
                 acc_s, operand_addr<LS, TileQ, true, false>(sQ, gw, lane), s * TileQ::BYTES,
                 operand_addr<LS, TileK, false, false>(sK, gw, lane), 0);           // S = Q·Kᵀ
-            if constexpr (UNMASKED) { /* one variant: no mask, no ALiBi */
-                auto none = [] {};
+            /* P into sP (and sP16) once the dS warps are done with the last one */
+            auto store_p = [&] {
+                if (LATE && it > 0) ptx::bar_sync(BAR_DS_READY, NT); /* done with sP */
+                store_frags<LS, TileP, T>(sP, acc_s, 1.0f, gw, lane);
+                if constexpr (P_COPY) store_frags<LS, TileP, TP>(sP16, acc_s, 1.0f, gw, lane);
+            };
+            auto none = [] {};
+            if constexpr (MODE == STEP_UNMASKED) { /* one variant: no mask, no ALiBi */
                 softmax_grad<true, false, false, false, false, LS>(
                     acc_s, acc_s, sLSE + s * BM, nullptr, sp, mask, m0, n0, gw, lane, none);
+                store_p();
+            } else if constexpr (MODE == STEP_BAND) {
+                /* The causal bound runs through the tile's corner (key n0 + c is visible to
+                 * query m0 + r iff c <= r), so a warp's block lies inside it, past it, or,
+                 * where its rows and columns start together, on it: three compile-time
+                 * patterns, each stored in its own branch (joined, ptxas spilled the zeros
+                 * by the hundred). */
+                static_assert(MODE != STEP_BAND || (BM == BN && LS::TM == LS::TN), /* MODE: */
+                              "the diagonal meets blocks' corners"); /* checked where used */
+                const int w = LS::row0(gw) - LS::col0(gw);
+                if (w == 0) {
+                    softmax_p_band<LS, 0>(acc_s, sLSE + s * BM, sp, gw, lane);
+                    store_p();
+                } else if (w > 0) {
+                    softmax_grad<true, false, false, false, false, LS>(
+                        acc_s, acc_s, sLSE + s * BM, nullptr, sp, mask, m0, n0, gw, lane, none);
+                    store_p();
+                } else {
+                    zero(acc_s);
+                    store_p();
+                }
             } else { /* the variant each tile needs */
                 softmax_p_tile<LS>(acc_s, sLSE + s * BM, sp, mask,
                                    mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, gw, lane);
+                store_p();
             }
-            if (LATE && it > 0) ptx::bar_sync(BAR_DS_READY, NT); /* done with sP */
-            store_frags<LS, TileP, T>(sP, acc_s, 1.0f, gw, lane);
-            if constexpr (P_COPY) store_frags<LS, TileP, TP>(sP16, acc_s, 1.0f, gw, lane);
             ptx::bar_arrive(BAR_P_READY, NT);
             ptx::bar_sync(BAR_P_GROUP, GT); /* all of P visible to the group */
             warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(
@@ -411,13 +446,27 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
              * window, ALiBi or partial key block (causal: all but the diagonal's): they run
              * a loop with one variant of the exponentials, the rest the per-tile choice. */
             int m_fast = m_end;
-            if (mask.left < 0 && !p.alibi_slopes && n0 + BN <= si.sk) {
+            const bool right_only = mask.left < 0 && !p.alibi_slopes && n0 + BN <= si.sk;
+            if (right_only) {
                 const int64_t x = mask.right < 0 ? 0 : n0 + BN - 1 - mask.diag - mask.right;
                 m_fast = x <= 0 ? m_begin : (int)max((int64_t)m_begin, (x + BM - 1) / BM);
             }
-            for (; m >= m_fast; --m, ++it) p_step(std::true_type{}, m, it);
+            for (; m >= m_fast; --m, ++it) p_step(step_mode<STEP_UNMASKED>{}, m, it);
+            /* A causal CTA's one masked step where the bound meets the tile's corner: the
+             * diagonal of a plan whose seqlen_k - seqlen_q is a multiple of BLOCK_M. In the
+             * plain instance only (masked plans up to 2k keys at hd64, src/launches.c): in
+             * the grouped one, which serves the longer plans, its code cost ptxas's
+             * allocation of the unmasked loop 1-2% (docs/performance.md, twenty-eighth
+             * session). */
+            if (!GROUPED && right_only && m == m_begin && m_fast == m_begin + 1 &&
+                mask.right >= 0 && (int64_t)m * BM + mask.diag + mask.right == n0) {
+                p_step(step_mode<STEP_BAND>{}, m, it);
+                --m;
+                ++it;
+            }
         }
-        for (; m >= m_begin; --m, ++it) p_step(std::integral_constant<bool, FULL>{}, m, it);
+        for (; m >= m_begin; --m, ++it)
+            p_step(step_mode<FULL ? STEP_UNMASKED : STEP_ANY>{}, m, it);
         if constexpr (LATE) {
             ptx::bar_sync(BAR_DS_READY, NT);
             dq_step(m_begin, m_end - 1 - m_begin, lane_id());

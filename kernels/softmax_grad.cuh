@@ -150,6 +150,40 @@ __device__ __forceinline__ void softmax_p_tile(float (&s)[L::MT][L::NT][4], cons
 #undef FB_SP
 }
 
+/* P alone for a warp's block of a tile that only the causal bound masks, with the bound at
+ * offset W from the block (key column c of row r, in block coordinates, is visible iff
+ * c − r <= W; Mask's DiagonalBand says which element that leaves where). W is a constant,
+ * so the unrolled loop knows each element's k: elements past the bound for every lane
+ * are zero with no exponential, those inside it for every lane take no comparison, and
+ * only the band between compares per lane. On the diagonal (W = 0) of a 64 x 64 block:
+ * 72 exponentials and 32 comparisons per lane, where the row-limit variant takes 128 and
+ * two comparisons per element (docs/performance.md, twenty-eighth session). */
+template <class L, int W>
+__device__ __forceinline__ void softmax_p_band(float (&s)[L::MT][L::NT][4], const float *lse_log2,
+                                               const SoftmaxParams &sp, int warp, int lane)
+{
+    using B = DiagonalBand;
+    const int q = B::q(W, lane);
+#pragma unroll
+    for (int mi = 0; mi < L::MT; ++mi)
+#pragma unroll
+        for (int hr = 0; hr < 2; ++hr) {
+            const float row_lse = lse_log2[L::row0(warp) + 16 * mi + (lane >> 2) + 8 * hr];
+#pragma unroll
+            for (int nj = 0; nj < L::NT; ++nj)
+#pragma unroll
+                for (int e = 2 * hr; e < 2 * hr + 2; ++e) {
+                    const int k = B::k(mi, nj, e);
+                    float pv = 0.0f;
+                    if (!B::all_masked(k, W)) {
+                        pv = ptx::ex2_approx(s[mi][nj][e] * sp.scale_log2 - row_lse);
+                        if (!B::all_visible(k, W) && k > q) pv = 0.0f;
+                    }
+                    s[mi][nj][e] = pv;
+                }
+        }
+}
+
 /* dS = P∘(dP − D) in place of dP, with P read back as T from the 16-bit tile sP that other
  * warps stored in this warp's block of layout L (store_frags). An ldmatrix of a 16x16 block
  * gives a lane exactly its accumulator elements of two neighbouring 16x8 tiles, so P comes
