@@ -407,8 +407,9 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
                  * where its rows and columns start together, on it: three compile-time
                  * patterns, each stored in its own branch (joined, ptxas spilled the zeros
                  * by the hundred). */
-                static_assert(MODE != STEP_BAND || (BM == BN && LS::TM == LS::TN), /* MODE: */
-                              "the diagonal meets blocks' corners"); /* checked where used */
+                /* (MODE in the condition defers the check to the instances that call it) */
+                static_assert(MODE != STEP_BAND || (BM == BN && LS::TM == LS::TN),
+                              "the diagonal meets blocks' corners");
                 const int w = LS::row0(gw) - LS::col0(gw);
                 if (w == 0) {
                     softmax_p_band<LS, 0>(acc_s, sLSE + s * BM, sp, gw, lane);
