@@ -22,9 +22,10 @@
  * block m-1's dS in the other buffer. Elsewhere they sync right after their dV GEMM and
  * multiply the step's own dS (one dS buffer).
  * At hd64 (FB_SPLIT_PEEL) the P warps run the steps that need no mask in a loop with one
- * variant of the exponentials; where a causal CTA's one masked step has the diagonal
- * through its corner, that step takes per-warp compile-time patterns (STEP_BAND) instead
- * of the row limits, whose code and spills cost a 512-key causal backward ~3%.
+ * variant of the exponentials. Where a causal CTA's one masked step has the diagonal
+ * through its corner, that loop runs it too and then stores zeros over what the bound
+ * masks (zero_band_stored): the four-variant loop's code and spills, fetched cold once
+ * per CTA, cost a 512-key causal backward ~6% (docs/performance.md).
  * Synchronisation in the loop (no CTA barrier):
  *   BAR_P_READY   the P warps arrive once P is stored; the dS warps sync before reading it
  *   BAR_DS_READY  the dS warps arrive once dS is stored (and they are done reading P); the
@@ -69,7 +70,7 @@ namespace fb {
 constexpr int BAR_P_READY = 1, BAR_DS_READY = 2, BAR_P_GROUP = 3, BAR_DS_GROUP = 4, BAR_CTA = 5;
 
 /* Which exponentials a step of the P warps takes (split_role's p_step). */
-constexpr int STEP_UNMASKED = 0, STEP_BAND = 1, STEP_ANY = 2;
+constexpr int STEP_UNMASKED = 0, STEP_ANY = 1;
 template <int MODE> using step_mode = std::integral_constant<int, MODE>;
 
 /* One role's whole program: P_WARPS for warps 0-3, else warps 4-7. Everything is derived
@@ -378,9 +379,9 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
         float acc_dv[LKV::MT][LKV::NT][4];
         zero(acc_dv);
         /* One step; MODE says which exponentials its tile takes: STEP_UNMASKED, no mask and
-         * no ALiBi; STEP_BAND, the causal diagonal at a block corner (below); STEP_ANY,
-         * the variant the tile needs. */
-        auto p_step = [&](auto mode, int m, int it) {
+         * no ALiBi (with `band`, then the causal bound through the tile's corner: below);
+         * STEP_ANY, the variant the tile needs. */
+        auto p_step = [&](auto mode, int m, int it, bool band) {
             constexpr int MODE = decltype(mode)::value;
             const int s = it % ST, lane = lane_id();
             const int64_t m0 = (int64_t)m * BM;
@@ -401,26 +402,24 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
                 softmax_grad<true, false, false, false, false, LS>(
                     acc_s, acc_s, sLSE + s * BM, nullptr, sp, mask, m0, n0, gw, lane, none);
                 store_p();
-            } else if constexpr (MODE == STEP_BAND) {
-                /* The causal bound runs through the tile's corner (key n0 + c is visible to
-                 * query m0 + r iff c <= r), so a warp's block lies inside it, past it, or,
-                 * where its rows and columns start together, on it: three compile-time
-                 * patterns, each stored in its own branch (joined, ptxas spilled the zeros
-                 * by the hundred). */
-                /* (MODE in the condition defers the check to the instances that call it) */
-                static_assert(MODE != STEP_BAND || (BM == BN && LS::TM == LS::TN),
-                              "the diagonal meets blocks' corners");
-                const int w = LS::row0(gw) - LS::col0(gw);
-                if (w == 0) {
-                    softmax_p_band<LS, 0>(acc_s, sLSE + s * BM, sp, gw, lane);
-                    store_p();
-                } else if (w > 0) {
-                    softmax_grad<true, false, false, false, false, LS>(
-                        acc_s, acc_s, sLSE + s * BM, nullptr, sp, mask, m0, n0, gw, lane, none);
-                    store_p();
-                } else {
-                    zero(acc_s);
-                    store_p();
+                if (FB_SPLIT_PEEL(HD) && band) {
+                    /* Key n0 + c is visible to query m0 + r iff c <= r, so a warp's block
+                     * lies inside the bound, past it, or, where its rows and columns start
+                     * together, on it. The masked pairs were stored by this lane, so its
+                     * zeros land after them with no barrier. Done here, after the store,
+                     * the loop's registers keep their allocation: masking the values
+                     * before it held all 128 of them live and spilled 10 more accesses a
+                     * step (docs/performance.md, twenty-ninth session). */
+                    static_assert(!FB_SPLIT_PEEL(HD) || (BM == BN && LS::TM == LS::TN),
+                                  "the diagonal meets blocks' corners");
+                    const int w = LS::row0(gw) - LS::col0(gw);
+                    if (w == 0) {
+                        zero_band_stored<LS, TileP, 0>(sP, gw, lane);
+                        if constexpr (P_COPY) zero_band_stored<LS, TileP, 0>(sP16, gw, lane);
+                    } else if (w < 0) {
+                        zero_band_stored<LS, TileP, -LS::TN>(sP, gw, lane);
+                        if constexpr (P_COPY) zero_band_stored<LS, TileP, -LS::TN>(sP16, gw, lane);
+                    }
                 }
             } else { /* the variant each tile needs */
                 softmax_p_tile<LS>(acc_s, sLSE + s * BM, sp, mask,
@@ -452,22 +451,21 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
                 const int64_t x = mask.right < 0 ? 0 : n0 + BN - 1 - mask.diag - mask.right;
                 m_fast = x <= 0 ? m_begin : (int)max((int64_t)m_begin, (x + BM - 1) / BM);
             }
-            for (; m >= m_fast; --m, ++it) p_step(step_mode<STEP_UNMASKED>{}, m, it);
-            /* A causal CTA's one masked step where the bound meets the tile's corner: the
-             * diagonal of a plan whose seqlen_k - seqlen_q is a multiple of BLOCK_M. In the
-             * plain instance only (masked plans up to 2k keys at hd64, src/launches.c): in
-             * the grouped one, which serves the longer plans, its code cost ptxas's
-             * allocation of the unmasked loop 1-2% (docs/performance.md, twenty-eighth
-             * session). */
-            if (!GROUPED && right_only && m == m_begin && m_fast == m_begin + 1 &&
-                mask.right >= 0 && (int64_t)m * BM + mask.diag + mask.right == n0) {
-                p_step(step_mode<STEP_BAND>{}, m, it);
-                --m;
-                ++it;
-            }
+            /* A causal CTA's one masked step where the bound meets the tile's corner (the
+             * diagonal of a plan whose seqlen_k - seqlen_q is a multiple of BLOCK_M) runs
+             * in this loop too, as its last step. In the plain instance only (masked plans
+             * up to 2k keys at hd64, src/launches.c): the grouped one serves the longer
+             * plans, where the step is one of many, and where the twenty-eighth session's
+             * separate diagonal step moved ptxas's allocation of this loop (-1..-2%). */
+            const bool band = !GROUPED && right_only && m_fast == m_begin + 1 &&
+                              mask.right >= 0 &&
+                              (int64_t)m_begin * BM + mask.diag + mask.right == n0;
+            if (band) m_fast = m_begin;
+            for (; m >= m_fast; --m, ++it)
+                p_step(step_mode<STEP_UNMASKED>{}, m, it, band && m == m_fast);
         }
         for (; m >= m_begin; --m, ++it)
-            p_step(step_mode<FULL ? STEP_UNMASKED : STEP_ANY>{}, m, it);
+            p_step(step_mode<FULL ? STEP_UNMASKED : STEP_ANY>{}, m, it, false);
         if constexpr (LATE) {
             ptx::bar_sync(BAR_DS_READY, NT);
             dq_step(m_begin, m_end - 1 - m_begin, lane_id());

@@ -88,8 +88,8 @@ struct Mask {
  * coordinates) leaves an element of a warp's mma accumulators (warp_layout.cuh): element
  * e of tile (mi, nj) of a lane has c - r = k(mi, nj, e) - lane/4 + 2·(lane%4), so it is
  * visible iff k <= q(w, lane); k is the same for every lane and lane/4 - 2·(lane%4) lies in
- * [-6, 7]. With w a constant, softmax_p_band (softmax_grad.cuh) decides each element at
- * compile time but for the band between all_visible and all_masked. tests/test_mask.cu
+ * [-6, 7]. With w a constant, zero_band_stored (softmax_grad.cuh) decides each element
+ * at compile time but for the band between all_visible and all_masked. tests/test_mask.cu
  * checks it against the definition. */
 struct DiagonalBand {
     __host__ __device__ static constexpr int k(int mi, int nj, int e)

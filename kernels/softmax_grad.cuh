@@ -150,38 +150,38 @@ __device__ __forceinline__ void softmax_p_tile(float (&s)[L::MT][L::NT][4], cons
 #undef FB_SP
 }
 
-/* P alone for a warp's block of a tile that only the causal bound masks, with the bound at
- * offset W from the block (key column c of row r, in block coordinates, is visible iff
- * c − r <= W; Mask's DiagonalBand says which element that leaves where). W is a constant,
- * so the unrolled loop knows each element's k: elements past the bound for every lane
- * are zero with no exponential, those inside it for every lane take no comparison, and
- * only the band between compares per lane. On the diagonal (W = 0) of a 64 x 64 block:
- * 72 exponentials and 32 comparisons per lane, where the row-limit variant takes 128 and
- * two comparisons per element (docs/performance.md, twenty-eighth session). */
-template <class L, int W>
-__device__ __forceinline__ void softmax_p_band(float (&s)[L::MT][L::NT][4], const float *lse_log2,
-                                               const SoftmaxParams &sp, int warp, int lane)
+/* The causal bound applied to a warp's block of P after store_frags stored it unmasked
+ * (the split kernel's diagonal step, bwd_split.cuh): the bound at offset W from the block
+ * (key column c of row r, in block coordinates, is visible iff c − r <= W; Mask's
+ * DiagonalBand says which element that leaves where). Each lane stores zeros over the
+ * pairs it stored itself, so no other lane's store comes between. W is a constant, so
+ * the unrolled loop knows each pair's k: pairs past the bound for every lane take a
+ * store and no comparison, pairs inside it for every lane nothing, and only the band
+ * between compares per lane, where a pair whose first element is visible and second is
+ * not loses its upper half (a 16-bit store). On the diagonal (W = 0) of a 64 x 64 block,
+ * of a lane's 64 pairs 28 take a store, 8 a comparison, and 28 nothing. */
+template <class L, class Tile, int W>
+__device__ __forceinline__ void zero_band_stored(uint32_t sP, int warp, int lane)
 {
     using B = DiagonalBand;
     const int q = B::q(W, lane);
+    const LaneAddr<Tile, 8> a(sP, L::row0(warp) + (lane >> 2), L::col0(warp) + 2 * (lane & 3));
 #pragma unroll
     for (int mi = 0; mi < L::MT; ++mi)
 #pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-            const float row_lse = lse_log2[L::row0(warp) + 16 * mi + (lane >> 2) + 8 * hr];
+        for (int nj = 0; nj < L::NT; ++nj)
 #pragma unroll
-            for (int nj = 0; nj < L::NT; ++nj)
-#pragma unroll
-                for (int e = 2 * hr; e < 2 * hr + 2; ++e) {
-                    const int k = B::k(mi, nj, e);
-                    float pv = 0.0f;
-                    if (!B::all_masked(k, W)) {
-                        pv = ptx::ex2_approx(s[mi][nj][e] * sp.scale_log2 - row_lse);
-                        if (!B::all_visible(k, W) && k > q) pv = 0.0f;
-                    }
-                    s[mi][nj][e] = pv;
+            for (int hr = 0; hr < 2; ++hr) { /* elements 2·hr and 2·hr + 1, as store_frags */
+                const int k0 = B::k(mi, nj, 2 * hr), k1 = k0 + 1;
+                const uint32_t at = a.at(16 * mi + 8 * hr, 8 * nj);
+                if (B::all_visible(k1, W)) continue;
+                if (B::all_masked(k0, W)) {
+                    ptx::st_shared_b32(at, 0u);
+                } else { /* k1 > q  <=>  k0 >= q */
+                    if (k0 >= q) ptx::st_shared_b16(at + 2, 0);
+                    if (k0 > q) ptx::st_shared_b16(at, 0);
                 }
-        }
+            }
 }
 
 /* dS = P∘(dP − D) in place of dP, with P read back as T from the 16-bit tile sP that other

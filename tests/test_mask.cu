@@ -130,12 +130,13 @@ static void test_row_limits_and_tile_needs_mask_match_the_definition(void **stat
     assert_true(tiles_checked > 100000);
 }
 
-/* The split kernel's diagonal step (bwd_split.cuh, STEP_BAND): on a tile whose diagonal
- * runs through its corner, a warp block past the diagonal (rows start after columns) is
- * wholly visible, one before it wholly masked, and one on it takes DiagonalBand's
- * decision per element; each must agree with "key c visible to row r iff c <= r" at every
- * lane and register of the layout's documented mapping (warp_layout.cuh). Then, for any
- * offset w, all_visible and all_masked must hold for every lane where they say so. */
+/* The split kernel's diagonal step (bwd_split.cuh, zero_band_stored in softmax_grad.cuh):
+ * on a tile whose diagonal runs through its corner, a warp block past the diagonal (rows
+ * start after columns) is left as stored, and every other one takes DiagonalBand's
+ * decision per element at W = row0 - col0 (0 on the diagonal, -TN before it); each must
+ * agree with "key c visible to row r iff c <= r" at every lane and register of the
+ * layout's documented mapping (warp_layout.cuh). Then, for any offset w, all_visible and
+ * all_masked must hold for every lane where they say so. */
 template <int M, int N, int WM> long check_diagonal_band()
 {
     using L = fb::WarpLayout<M, N, WM, false, 4>;
@@ -151,11 +152,12 @@ template <int M, int N, int WM> long check_diagonal_band()
                         const int r = r0 + 16 * mi + lane / 4 + 8 * (e / 2);
                         const int c = c0 + 8 * nj + 2 * (lane % 4) + e % 2;
                         const int k = B::k(mi, nj, e);
-                        bool got;
-                        if (r0 != c0) got = r0 > c0; /* the step's per-warp choice */
-                        else if (B::all_masked(k, 0)) got = false;
-                        else if (B::all_visible(k, 0)) got = true;
-                        else got = k <= B::q(0, lane);
+                        bool got = true; /* the step's per-warp choice, as the kernel's */
+                        if (r0 <= c0) {
+                            const int W = r0 == c0 ? 0 : -L::TN;
+                            if (B::all_masked(k, W)) got = false;
+                            else if (!B::all_visible(k, W)) got = k <= B::q(W, lane);
+                        }
                         if (got != (c <= r))
                             fail_msg("layout %dx%d/%d warp %d lane %d tile (%d, %d) e %d: "
                                      "row %d key %d decided %s", M, N, WM, warp, lane, mi, nj,

@@ -16,6 +16,11 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v)
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }
 
+__device__ __forceinline__ void st_shared_b16(uint32_t addr, uint16_t v)
+{
+    asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v) : "memory");
+}
+
 __device__ __forceinline__ uint4 ld_shared_v4(uint32_t addr)
 {
     uint4 v;
