@@ -453,11 +453,8 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
             }
             /* A causal CTA's one masked step where the bound meets the tile's corner (the
              * diagonal of a plan whose seqlen_k - seqlen_q is a multiple of BLOCK_M) runs
-             * in this loop too, as its last step. In the plain instance only (masked plans
-             * up to 2k keys at hd64, src/launches.c): the grouped one serves the longer
-             * plans, where the step is one of many, and where the twenty-eighth session's
-             * separate diagonal step moved ptxas's allocation of this loop (-1..-2%). */
-            const bool band = !GROUPED && right_only && m_fast == m_begin + 1 &&
+             * in this loop too, as its last step. */
+            const bool band = right_only && m_fast == m_begin + 1 &&
                               mask.right >= 0 &&
                               (int64_t)m_begin * BM + mask.diag + mask.right == n0;
             if (band) m_fast = m_begin;

@@ -179,10 +179,12 @@
  * per tile. Same run on the H200 against one loop (docs/performance.md, twentieth
  * session), causal 512 / 1k / 2k / 4k / 16k keys: hd64 0.996 / 1.009 / 1.016 / 1.026 /
  * 1.033; hd128 0.962-0.967 but 16k 1.002, non-causal 0.965-0.972; hd256 0.88-0.92.
- * In the plain instance a causal CTA's one masked step, where the diagonal meets its
- * tile's corner, runs in the one-variant loop too, the masked part of P then overwritten
- * with zeros (bwd_split.cuh): hd64 causal 512 / 1k / 2k +3.1 / +2.3 / +2.2% bf16 over a
- * step of its own, which had gained +2.5% at 512 (twenty-eighth, twenty-ninth sessions). */
+ * A causal CTA's one masked step, where the diagonal meets its tile's corner, runs in the
+ * one-variant loop too, the masked part of P then overwritten with zeros (bwd_split.cuh):
+ * hd64 causal 512 / 1k / 2k +3.1 / +2.3 / +2.2% bf16 (plain instance) over a step of its
+ * own, which had gained +2.5% at 512; 4k / 8k / 16k +1.6 / +0.2 / +0.2% bf16, +2.7 / +1.2 /
+ * +1.1% fp16 (grouped instance) over the four-variant loop (twenty-eighth, twenty-ninth
+ * sessions). */
 #define FB_SPLIT_PEEL(hd) ((hd) == 64)
 
 /* FB_SPLIT_TMA(hd): the split kernel's ring refill can go through the tensor copy engine
