@@ -69,10 +69,6 @@ namespace fb {
  * from different instructions (so neither __syncthreads nor bar.sync, which are aligned). */
 constexpr int BAR_P_READY = 1, BAR_DS_READY = 2, BAR_P_GROUP = 3, BAR_DS_GROUP = 4, BAR_CTA = 5;
 
-/* Which exponentials a step of the P warps takes (split_role's p_step). */
-constexpr int STEP_UNMASKED = 0, STEP_ANY = 1;
-template <int MODE> using step_mode = std::integral_constant<int, MODE>;
-
 /* One role's whole program: P_WARPS for warps 0-3, else warps 4-7. Everything is derived
  * inside from the parameters and the thread index, so that no value is live into both
  * roles' code: with the preamble shared, ptxas spilled 150-200 B of the two loops (their
@@ -378,11 +374,10 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     if constexpr (P_WARPS) {
         float acc_dv[LKV::MT][LKV::NT][4];
         zero(acc_dv);
-        /* One step; MODE says which exponentials its tile takes: STEP_UNMASKED, no mask and
-         * no ALiBi (with `band`, then the causal bound through the tile's corner: below);
-         * STEP_ANY, the variant the tile needs. */
-        auto p_step = [&](auto mode, int m, int it, bool band) {
-            constexpr int MODE = decltype(mode)::value;
+        /* One step; UNMASKED: its tile needs no mask and there is no ALiBi; band (with
+         * UNMASKED): the causal bound runs through the tile's corner (below). */
+        auto p_step = [&](auto unmasked, int m, int it, bool band) {
+            constexpr bool UNMASKED = decltype(unmasked)::value;
             const int s = it % ST, lane = lane_id();
             const int64_t m0 = (int64_t)m * BM;
             ptx::mbarrier_wait(full + 8 * s, (it / ST) & 1);
@@ -391,40 +386,35 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
             warp_gemm<LS, TileQ, TileK, false, false, HD, T>(
                 acc_s, operand_addr<LS, TileQ, true, false>(sQ, gw, lane), s * TileQ::BYTES,
                 operand_addr<LS, TileK, false, false>(sK, gw, lane), 0);           // S = Q·Kᵀ
-            /* P into sP (and sP16) once the dS warps are done with the last one */
-            auto store_p = [&] {
-                if (LATE && it > 0) ptx::bar_sync(BAR_DS_READY, NT); /* done with sP */
-                store_frags<LS, TileP, T>(sP, acc_s, 1.0f, gw, lane);
-                if constexpr (P_COPY) store_frags<LS, TileP, TP>(sP16, acc_s, 1.0f, gw, lane);
-            };
-            auto none = [] {};
-            if constexpr (MODE == STEP_UNMASKED) { /* one variant: no mask, no ALiBi */
+            if constexpr (UNMASKED) { /* one variant: no mask, no ALiBi */
+                auto none = [] {};
                 softmax_grad<true, false, false, false, false, LS>(
                     acc_s, acc_s, sLSE + s * BM, nullptr, sp, mask, m0, n0, gw, lane, none);
-                store_p();
-                if (FB_SPLIT_PEEL(HD) && band) {
-                    /* Key n0 + c is visible to query m0 + r iff c <= r, so a warp's block
-                     * lies inside the bound, past it, or, where its rows and columns start
-                     * together, on it. The masked pairs were stored by this lane, so its
-                     * zeros land after them with no barrier. Done here, after the store,
-                     * the loop's registers keep their allocation: masking the values
-                     * before it held all 128 of them live and spilled 10 more accesses a
-                     * step (docs/performance.md, twenty-ninth session). */
-                    static_assert(!FB_SPLIT_PEEL(HD) || (BM == BN && LS::TM == LS::TN),
-                                  "the diagonal meets blocks' corners");
-                    const int w = LS::row0(gw) - LS::col0(gw);
-                    if (w == 0) {
-                        zero_band_stored<LS, TileP, 0>(sP, gw, lane);
-                        if constexpr (P_COPY) zero_band_stored<LS, TileP, 0>(sP16, gw, lane);
-                    } else if (w < 0) {
-                        zero_band_stored<LS, TileP, -LS::TN>(sP, gw, lane);
-                        if constexpr (P_COPY) zero_band_stored<LS, TileP, -LS::TN>(sP16, gw, lane);
-                    }
-                }
             } else { /* the variant each tile needs */
                 softmax_p_tile<LS>(acc_s, sLSE + s * BM, sp, mask,
                                    mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, gw, lane);
-                store_p();
+            }
+            if (LATE && it > 0) ptx::bar_sync(BAR_DS_READY, NT); /* done with sP */
+            store_frags<LS, TileP, T>(sP, acc_s, 1.0f, gw, lane);
+            if constexpr (P_COPY) store_frags<LS, TileP, TP>(sP16, acc_s, 1.0f, gw, lane);
+            if (UNMASKED && FB_SPLIT_PEEL(HD) && band) {
+                /* Key n0 + c is visible to query m0 + r iff c <= r, so a warp's block lies
+                 * inside the bound, past it, or, where its rows and columns start together,
+                 * on it. The masked pairs were stored by this lane, so its zeros land after
+                 * them with no barrier. Done after the store, the loop's registers keep
+                 * their allocation: masking the values before it held all 128 of them live
+                 * and spilled 10 more accesses a step (docs/performance.md, twenty-ninth
+                 * session). */
+                static_assert(!FB_SPLIT_PEEL(HD) || (BM == BN && LS::TM == LS::TN),
+                              "the diagonal meets blocks' corners");
+                const int w = LS::row0(gw) - LS::col0(gw);
+                if (w == 0) {
+                    zero_band_stored<LS, TileP, 0>(sP, gw, lane);
+                    if constexpr (P_COPY) zero_band_stored<LS, TileP, 0>(sP16, gw, lane);
+                } else if (w < 0) {
+                    zero_band_stored<LS, TileP, -LS::TN>(sP, gw, lane);
+                    if constexpr (P_COPY) zero_band_stored<LS, TileP, -LS::TN>(sP16, gw, lane);
+                }
             }
             ptx::bar_arrive(BAR_P_READY, NT);
             ptx::bar_sync(BAR_P_GROUP, GT); /* all of P visible to the group */
@@ -459,10 +449,10 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
                               (int64_t)m_begin * BM + mask.diag + mask.right == n0;
             if (band) m_fast = m_begin;
             for (; m >= m_fast; --m, ++it)
-                p_step(step_mode<STEP_UNMASKED>{}, m, it, band && m == m_fast);
+                p_step(std::true_type{}, m, it, band && m == m_fast);
         }
         for (; m >= m_begin; --m, ++it)
-            p_step(step_mode<FULL ? STEP_UNMASKED : STEP_ANY>{}, m, it, false);
+            p_step(std::integral_constant<bool, FULL>{}, m, it, false);
         if constexpr (LATE) {
             ptx::bar_sync(BAR_DS_READY, NT);
             dq_step(m_begin, m_end - 1 - m_begin, lane_id());
