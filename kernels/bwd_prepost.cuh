@@ -20,6 +20,11 @@
  *   last are still in L2 when the main kernel's first additions reach them, and the sums
  *   the main kernel adds last are still there when the convert pass starts (at 512 keys
  *   the sums are 134 MB at 16k tokens, against 50 MB of L2).
+ *   Overlapped (p.dq_overlap, split plans of FB_SPLIT_DQ_OVERLAP rows) the convert pass
+ *   starts once every split CTA has started, behind a programmatic edge of the plan's graph,
+ *   and converts a head once all its CTAs have counted in (kernels/bwd_split.cuh), so the
+ *   SMs that the split kernel's last wave leaves idle convert the heads already done. It
+ *   takes the heads that wave may still run (p.dq_tail_blocks) last, in grid order.
  * bwd_convert_dkv_kernel — grid (n_blocks, heads_kv, batch), GQA only: dK, dV from their
  *   fp32 group sums (dK already carries the scale).
  */
@@ -27,6 +32,7 @@
 #include "bwd_config.cuh"
 #include "launch.h"
 #include "mask.cuh"
+#include "ptx/atomic.cuh"
 #include "ptx/global.cuh"
 #include "seqinfo.cuh"
 #include "tile_io.cuh"
@@ -216,12 +222,34 @@ template <class C> __global__ void __launch_bounds__(C::NUM_THREADS) bwd_convert
     const fb_bwd_params p)
 {
     using T = typename C::T;
-    constexpr int BM = C::BLOCK_M, HD = C::HEAD_DIM;
-    const auto [m_block, h, b] = pass_block();
-    const SeqInfo si = seq_info<BM, C::BLOCK_N>(p, b);
+    constexpr int BM = C::BLOCK_M, BN = C::BLOCK_N, HD = C::HEAD_DIM;
+    /* Overlapped (p.dq_overlap), the pass runs beside the split kernel's last CTAs and
+     * waits for each block's count, so it takes the blocks those CTAs may still add into
+     * (the last dq_tail_blocks of the grid) last, in grid order, and the rest first,
+     * backwards as without the overlap. A block that no key block adds into was written
+     * by the preprocess and its sums are not read. */
+    PassBlock pb = pass_block();
+    if (p.dq_overlap) {
+        const int64_t nx = gridDim.x, nxy = nx * gridDim.y, total = nxy * gridDim.z;
+        const int64_t i = blockIdx.x + nx * blockIdx.y + nxy * blockIdx.z;
+        const int64_t tail = p.dq_tail_blocks < total ? p.dq_tail_blocks : total;
+        const int64_t at = i < total - tail ? total - tail - 1 - i : i;
+        pb = PassBlock{(int)(at % nx), (int)(at % nxy / nx), (int)(at / nxy)};
+    }
+    const auto [m_block, h, b] = pb;
+    const SeqInfo si = seq_info<BM, BN>(p, b);
     const int m0 = m_block * BM;
     if (m0 >= si.sq) return;
     const int64_t row = si.ws_q_row0 + (int64_t)h * p.ws_rows_q + m0;
+    if (p.dq_overlap) {
+        const Mask mask{si.sk, (int64_t)si.sk - si.sq, p.window_left, p.window_right};
+        const int n_blocks = (si.sk + BN - 1) / BN;
+        if (mask.adders(m_block, BM, BN, n_blocks) == 0) return;
+        if (threadIdx.x == 0) /* every CTA of the head counts in (kernels/bwd_split.cuh) */
+            while (ptx::ld_acquire_gpu(p.dq_done + (row - m0) / BM) < n_blocks) {
+            }
+        __syncthreads();
+    }
     T *out = static_cast<T *>(p.dq) + b * p.dq_stride[0] + (si.q_row0 + m0) * p.dq_stride[1] +
              h * p.dq_stride[2];
     convert_chunk_staged<typename C::LayoutQ, BM, HD, C::NUM_THREADS>(

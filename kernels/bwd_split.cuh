@@ -45,6 +45,9 @@
  * Not served (the plan takes bwd_main.cuh): deterministic mode, softcap (its 1 − tanh²
  * factor of dS needs the score, which the dS warps never see) and the folded dQ
  * conversion; the launch, grid and workspace are bwd_main's, dQ's fp32 layout too.
+ * Where the row overlaps the convert pass (FB_SPLIT_DQ_OVERLAP), every CTA runs
+ * launch_dependents at its start and counts itself in on its head before its epilogue
+ * (count_in in split_role).
  */
 #pragma once
 #include <type_traits>
@@ -55,7 +58,9 @@
 #include "grid_order.cuh"
 #include "launch.h"
 #include "mask.cuh"
+#include "ptx/atomic.cuh"
 #include "ptx/barrier.cuh"
+#include "ptx/griddep.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/tma.cuh"
 #include "seqinfo.cuh"
@@ -131,6 +136,14 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
             dq_zero_slice<HD>(zero_counter, zero_ticket, p.dq_accum + ws_q * HD,
                               (si.sq + BM - 1) / BM * BM);
     };
+    /* The overlapped convert pass (p.dq_overlap) converts a head's dQ once every CTA of the
+     * head with keys (n0 < sk) has counted itself in on the head's first dq_done slot:
+     * one that adds nothing when it returns, an adder after the CTA barrier that follows
+     * every adder's last addition (in finish), where one thread's fence orders them all
+     * before its count (the release half; the convert pass's ld.acquire is the other).
+     * Before the epilogue, so the fence has no dK/dV stores to wait for. */
+    constexpr bool OVERLAP = FB_SPLIT_DQ_OVERLAP(HD);
+    auto count_in = [&] { ptx::red_relaxed_gpu_add(p.dq_done + ws_q / BM, 1); };
     if (n0 >= si.sk) { /* varlen: this sequence has fewer keys */
         zero_slice();
         return;
@@ -149,6 +162,7 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     };
     if (m_begin >= m_end) { /* no query sees these keys: zero gradients (GQA: zero sums) */
         zero_slice();
+        if (OVERLAP && tid == 0 && p.dq_overlap) count_in();
         if (!gqa) {
             zero_rows<BN, HD, NT>(out_rows(p.dk, p.dk_stride), p.dk_stride[1], kv_rows,
                                   p.head_dim, tid);
@@ -328,6 +342,10 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
         const int lane = lane_id(), group_bar = dv ? BAR_P_GROUP : BAR_DS_GROUP;
         const float scale = dv ? 1.0f : p.scale;
         ptx::barrier_sync_unaligned(BAR_CTA, NT); /* every warp done with sK, sV and the ring */
+        if (OVERLAP && dv && gtid == 0 && p.dq_overlap) { /* the CTA's count (count_in) */
+            ptx::fence_acq_rel_gpu();
+            count_in();
+        }
         if (gqa) {
             /* The group sums keep bwd_main's LayoutKV (convert_dkv reads it): the matrix
              * goes through shared memory as fp32 rows (padded by 4 floats against bank
@@ -518,6 +536,8 @@ __global__ void __launch_bounds__(C::NUM_THREADS, 1)
     } else {
         FB_TRACE(trace::Cta cta; cta.start();
                  ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS));
+        if constexpr (FB_SPLIT_DQ_OVERLAP(C::HEAD_DIM))
+            ptx::launch_dependents(); /* the overlapped convert pass may start once all have */
         if (threadIdx.x < C::NUM_THREADS / 2) split_role<C, true, GROUPED, FULL>(p);
         else split_role<C, false, GROUPED, false>(p); /* the dS warps never see the mask */
         FB_TRACE(ptx::barrier_sync_unaligned(BAR_CTA, C::NUM_THREADS); cta.finish());

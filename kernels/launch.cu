@@ -208,6 +208,7 @@ extern "C" int fb_graph_create(const fb_launch_table *table, int device, fb_laun
         }
         /* Until the first launch sets them, the nodes hold a zero parameter block. */
         void *args[] = {&g->params};
+        int main_index = -1;
         for (int slot = 0; slot < table->num_launches; ++slot) {
             const fb_launch_dims &l = table->launch[slot];
             if (l.grid[0] == 0) continue; /* convert dQ when folded */
@@ -232,14 +233,34 @@ extern "C" int fb_graph_create(const fb_launch_table *table, int device, fb_laun
             k.sharedMemBytes = (unsigned)l.smem_bytes;
             k.kernelParams = args;
             k.extra = nullptr;
-            const cudaGraphNode_t *prev = g->node_count ? &g->nodes[g->node_count - 1] : nullptr;
-            err = cudaGraphAddKernelNode(&g->nodes[g->node_count], g->graph, prev,
-                                         prev ? 1 : 0, &k);
+            /* A chain, but for the overlapped convert pass (table->dq_overlap): its edge from
+             * the main node is programmatic (it may start once every main CTA has run
+             * launch_dependents), and the node after it also waits for the main node. */
+            const bool overlap = table->dq_overlap && main_index >= 0;
+            cudaGraphNode_t deps[2];
+            size_t n_deps = 0;
+            if (g->node_count && !(overlap && slot == FLASHBWD_LAUNCH_CONVERT_DQ))
+                deps[n_deps++] = g->nodes[g->node_count - 1];
+            if (overlap && slot == FLASHBWD_LAUNCH_CONVERT_DKV) deps[n_deps++] = g->nodes[main_index];
+            cudaGraphNode_t &node = g->nodes[g->node_count];
+            err = cudaGraphAddKernelNode(&node, g->graph, deps, n_deps, &k);
             if (err != cudaSuccess) {
                 *failed_call = "cudaGraphAddKernelNode";
                 destroy_graph(g);
                 return (int)err;
             }
+            if (overlap && slot == FLASHBWD_LAUNCH_CONVERT_DQ) {
+                cudaGraphEdgeData edge = {};
+                edge.from_port = cudaGraphKernelNodePortProgrammatic;
+                edge.type = cudaGraphDependencyTypeProgrammatic;
+                err = cudaGraphAddDependencies(g->graph, &g->nodes[main_index], &node, &edge, 1);
+                if (err != cudaSuccess) {
+                    *failed_call = "cudaGraphAddDependencies (programmatic)";
+                    destroy_graph(g);
+                    return (int)err;
+                }
+            }
+            if (slot == FLASHBWD_LAUNCH_MAIN) main_index = g->node_count;
             ++g->node_count;
         }
         err = cudaGraphInstantiate(&g->exec, g->graph, 0);

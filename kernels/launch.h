@@ -49,6 +49,7 @@ typedef struct fb_bwd_params {
     float *dv_accum;  /* GQA only */
     int32_t *dq_count; /* per q-side row block: key blocks added (deterministic: turns) */
     int32_t *dkv_sem; /* deterministic GQA: one per k-side row block */
+    int32_t *dq_done; /* per q-side row block: the overlapped convert pass's counts */
     float *zero_begin;      /* the range the preprocess zeroes grid-stride (GQA sums, counters) */
     int64_t zero_floats;    /* its length, a multiple of 4 */
 
@@ -72,6 +73,12 @@ typedef struct fb_bwd_params {
     int32_t deterministic;
     int32_t dq_zero_in_main; /* 1: the split kernel zeroes dq_accum (kernels/dq_zero.cuh),
                                 the preprocess does not */
+    int32_t dq_overlap;   /* 1: each split CTA counts itself in on its head's first dq_done
+                             slot after its last additions, and the convert pass, launched
+                             while the split kernel runs, waits for the head's count
+                             (kernels/bwd_prepost.cuh) */
+    int64_t dq_tail_blocks; /* dq_overlap: the convert pass takes these last blocks of its
+                               grid last, in grid order, and the others first, backwards */
     int32_t head_group;   /* main grid order (kernels/grid_order.cuh): 0 = (key blocks, heads,
                              batch); G = (G, key blocks, batch x heads / G), G divides heads_q */
 
@@ -104,6 +111,9 @@ typedef struct fb_launch_table {
     int32_t split_full;     /* 1: no tile needs a mask (FB_SPLIT_FULL rows): the split
                                kernel's full-tile instance serves every execute that binds
                                no ALiBi slopes, the plain one the others */
+    int32_t dq_overlap;     /* fb_bwd_params.dq_overlap; the graph's edge from the main
+                               launch to the convert-dQ one is programmatic */
+    int64_t dq_tail_blocks; /* fb_bwd_params.dq_tail_blocks */
     fb_launch_dims launch[4];
 } fb_launch_table;
 

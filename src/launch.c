@@ -107,6 +107,7 @@ static void fill_params(const flashbwd_plan *plan, fb_bwd_params *k)
     k->dv_accum = gqa ? (float *)(ws + w->dv_accum) : NULL;
     k->dq_count = (int32_t *)(ws + w->dq_count);
     k->dkv_sem = p->deterministic && gqa ? (int32_t *)(ws + w->dkv_sem) : NULL;
+    k->dq_done = (int32_t *)(ws + w->dq_done);
     k->zero_begin = (float *)(ws + w->zero_begin);
     k->zero_floats = (int64_t)(w->zero_bytes / sizeof(float));
 
@@ -126,6 +127,8 @@ static void fill_params(const flashbwd_plan *plan, fb_bwd_params *k)
     k->window_left = p->window_left, k->window_right = p->window_right;
     k->deterministic = p->deterministic;
     k->dq_zero_in_main = plan->launches.dq_zero_in_main;
+    k->dq_overlap = plan->launches.dq_overlap;
+    k->dq_tail_blocks = plan->launches.dq_tail_blocks;
     k->head_group = plan->launches.head_group;
 }
 

@@ -178,6 +178,32 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
         t->dq_in_main = 0;
         t->launch[FLASHBWD_LAUNCH_MAIN].smem_bytes = c->split_smem_bytes;
     }
+    /* Split plans overlap the convert pass with the split kernel's last CTAs: each CTA
+     * counts itself in on its head once its additions are done, and the convert pass, launched
+     * once every split CTA has started (a programmatic edge in the plan's graph), converts
+     * each head as soon as its count is complete (kernels/bwd_prepost.cuh), on the rows
+     * that have it (FB_SPLIT_DQ_OVERLAP, config_table.h). FLASHBWD_DQ_OVERLAP=0 (testing,
+     * A/B) turns it off. */
+    t->dq_overlap = t->split && FB_SPLIT_DQ_OVERLAP(c->kernel_head_dim);
+    FB_TRY(env_switch(plan, "FLASHBWD_DQ_OVERLAP", &on));
+    if (on >= 0) t->dq_overlap = t->dq_overlap && on;
+    /* Its order: the blocks of the (batch, head) pairs whose CTAs may still run when it
+     * starts (the last wave: about 2 x SMs CTAs, n_blocks a pair) last and in grid order,
+     * the others first from the newest back, whose sums are still in L2.
+     * FLASHBWD_DQ_TAIL_PAIRS=N (A/B) sets how many pairs go last: 0 is the plain backward
+     * order, a number past the pairs the grid order. */
+    const int64_t pairs = p->batch * p->heads_q;
+    int64_t tail_pairs = fb_cdiv(2 * (int64_t)plan->props.sm_count, n_blocks) + 1;
+    const char *force_tail = getenv("FLASHBWD_DQ_TAIL_PAIRS");
+    if (force_tail && *force_tail) {
+        char *end = NULL;
+        const long long n = strtoll(force_tail, &end, 10);
+        FB_FAIL_IF(plan, *end || n < 0, FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_DQ_TAIL_PAIRS = \"%.16s\": expected a count >= 0",
+                   force_tail);
+        tail_pairs = n;
+    }
+    t->dq_tail_blocks = (tail_pairs < pairs ? tail_pairs : pairs) * m_blocks;
     if (t->dq_in_main)
         t->launch[FLASHBWD_LAUNCH_CONVERT_DQ] = (fb_launch_dims){{0, 0, 0}, {0, 0, 0}, 0};
     else

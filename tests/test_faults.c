@@ -48,6 +48,7 @@ enum call {
     C_STREAM_IS_CAPTURING,
     C_GRAPH_CREATE,
     C_GRAPH_ADD_KERNEL_NODE,
+    C_GRAPH_ADD_DEPENDENCIES,
     C_GRAPH_INSTANTIATE,
     C_GRAPH_SET_PARAMS,
     C_GRAPH_LAUNCH,
@@ -135,6 +136,9 @@ cudaError_t __wrap_cudaGraphCreate(cudaGraph_t *graph, unsigned int flags);
 cudaError_t __wrap_cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t graph,
                                           const cudaGraphNode_t *deps, size_t ndeps,
                                           const struct cudaKernelNodeParams *params);
+cudaError_t __wrap_cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
+                                            const cudaGraphNode_t *to,
+                                            const cudaGraphEdgeData *edge, size_t count);
 cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
                                         unsigned long long flags);
 cudaError_t __wrap_cudaGraphExecKernelNodeSetParams(cudaGraphExec_t exec, cudaGraphNode_t node,
@@ -261,6 +265,9 @@ cudaError_t __wrap_cudaGetLastError(void) { return fake_enter(C_GET_LAST_ERROR);
  * library never destroys; nodes are indices into their graph. */
 typedef struct fake_graph {
     int nodes;
+    int unlinked;     /* a node added without dependencies after the first, until its
+                         programmatic edge is added (0: none) */
+    int programmatic; /* programmatic edges added */
 } fake_graph;
 
 cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
@@ -291,11 +298,35 @@ cudaError_t __wrap_cudaGraphAddKernelNode(cudaGraphNode_t *node, cudaGraph_t gra
     const cudaError_t err = fake_enter(C_GRAPH_ADD_KERNEL_NODE);
     if (err != cudaSuccess) return err;
     fake_graph *g = (fake_graph *)graph;
-    /* A chain: each node after the first depends on the one before. */
-    if (!params || !params->func || !params->kernelParams || (ndeps != 0) != (g->nodes > 0) ||
-        (ndeps && deps[0] != (cudaGraphNode_t)(uintptr_t)g->nodes))
+    /* A chain: each node after the first depends on the one before (its first dependency),
+     * and may depend on one earlier node too; or, the overlapped convert pass, on none
+     * until cudaGraphAddDependencies gives it a programmatic edge. */
+    if (!params || !params->func || !params->kernelParams || g->unlinked || ndeps > 2 ||
+        (g->nodes == 0 && ndeps != 0))
+        return cudaErrorInvalidValue;
+    if (ndeps && deps[0] != (cudaGraphNode_t)(uintptr_t)g->nodes) return cudaErrorInvalidValue;
+    if (ndeps == 2 && ((uintptr_t)deps[1] < 1 || (uintptr_t)deps[1] >= (uintptr_t)g->nodes))
         return cudaErrorInvalidValue;
     *node = (cudaGraphNode_t)(uintptr_t)++g->nodes;
+    if (g->nodes > 1 && ndeps == 0) g->unlinked = g->nodes;
+    return cudaSuccess;
+}
+
+cudaError_t __wrap_cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNode_t *from,
+                                            const cudaGraphNode_t *to,
+                                            const cudaGraphEdgeData *edge, size_t count)
+{
+    const cudaError_t err = fake_enter(C_GRAPH_ADD_DEPENDENCIES);
+    if (err != cudaSuccess) return err;
+    fake_graph *g = (fake_graph *)graph;
+    /* Only the programmatic edge into the node just added, from an earlier one. */
+    if (count != 1 || !edge || !g->unlinked || (uintptr_t)to[0] != (uintptr_t)g->unlinked ||
+        (uintptr_t)from[0] < 1 || (uintptr_t)from[0] >= (uintptr_t)g->unlinked ||
+        edge->type != cudaGraphDependencyTypeProgrammatic ||
+        edge->from_port != cudaGraphKernelNodePortProgrammatic)
+        return cudaErrorInvalidValue;
+    g->unlinked = 0;
+    ++g->programmatic;
     return cudaSuccess;
 }
 
@@ -307,6 +338,10 @@ cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph
     if (err != cudaSuccess) return err;
     fake_graph *e = malloc(sizeof *e);
     if (!e) return cudaErrorMemoryAllocation;
+    if (((fake_graph *)graph)->unlinked) {
+        free(e);
+        return cudaErrorInvalidValue; /* a node with no edge in */
+    }
     e->nodes = ((fake_graph *)graph)->nodes;
     atomic_fetch_add(&live_execs, 1);
     *exec = (cudaGraphExec_t)e;
@@ -519,6 +554,7 @@ static const site sites[] = {
     {"cudaGraphCreate", C_GRAPH_CREATE, 1, ORD_HAPPY, 0, "building the launch graph: cudaGraphCreate"},
     {"cudaGraphAddKernelNode #1", C_GRAPH_ADD_KERNEL_NODE, 1, ORD_HAPPY, 0, "building the launch graph: cudaGraphAddKernelNode"},
     {"cudaGraphAddKernelNode #2", C_GRAPH_ADD_KERNEL_NODE, 2, ORD_HAPPY, 0, "building the launch graph: cudaGraphAddKernelNode"},
+    {"cudaGraphAddDependencies (the overlapped convert pass)", C_GRAPH_ADD_DEPENDENCIES, 1, ORD_HAPPY, 0, "building the launch graph: cudaGraphAddDependencies (programmatic)"},
     {"cudaGraphInstantiate", C_GRAPH_INSTANTIATE, 1, ORD_HAPPY, 0, "building the launch graph: cudaGraphInstantiate"},
     {"cudaStreamIsCapturing at execute", C_STREAM_IS_CAPTURING, 1, ORD_HAPPY, 1, "cudaStreamIsCapturing"},
     {"cudaGraphExecKernelNodeSetParams #2 at execute", C_GRAPH_SET_PARAMS, 2, ORD_HAPPY, 1, "cudaGraphExecKernelNodeSetParams"},
@@ -555,6 +591,8 @@ static void test_cuda_call_failure_gives_a_clean_status_and_names_the_error(void
     const char *msg;
     bound_plan b = {NULL, NULL};
     int out_left_set = 0;
+    if (s->call == C_GRAPH_ADD_DEPENDENCIES && !FB_SPLIT_DQ_OVERLAP(head_dim))
+        skip(); /* a build without hd128: no plan of this head dim overlaps */
     if (s->at_execute) {
         b = bound_plan_make(4);
         fake_zero_counts();
@@ -995,6 +1033,11 @@ static void test_execute_replays_the_graph_and_sets_params_only_when_they_change
         assert_int_equal(nodes, launched(&info));
         assert_true(nodes >= (heads_kv[i] == 4 ? 2 : 3));
         assert_int_equal(fake_calls(C_GRAPH_INSTANTIATE), 1);
+        /* Split plans of the rows that overlap the convert pass get its programmatic edge
+         * (the fake checks its shape), and only they. */
+        const fb_launch_table *t = &b.plan->launches;
+        assert_int_equal(t->dq_overlap, t->split && FB_SPLIT_DQ_OVERLAP(head_dim));
+        assert_int_equal(fake_calls(C_GRAPH_ADD_DEPENDENCIES), t->dq_overlap);
         fake_zero_counts();
         assert_int_equal(flashbwd_execute(b.plan, NULL), FLASHBWD_OK);
         assert_int_equal(fake_calls(C_STREAM_IS_CAPTURING), 1);
@@ -1112,8 +1155,9 @@ static void add_test(struct CMUnitTest *t, const char *name, CMUnitTestFunction 
 
 int main(void)
 {
-    /* A head dim this build compiled a kernel for. */
-    const int32_t candidates[] = {64, 128};
+    /* A head dim this build compiled a kernel for: 128 first, whose split plans overlap the
+     * convert pass (FB_SPLIT_DQ_OVERLAP), so the graph has its programmatic edge. */
+    const int32_t candidates[] = {128, 64};
     for (size_t i = 0; i < COUNT_OF(candidates) && !head_dim; ++i) {
         const fb_kernel_key key = {FLASHBWD_DTYPE_BF16, 90, candidates[i]};
         if (fb_kernel_find(&key) >= 0) head_dim = candidates[i];

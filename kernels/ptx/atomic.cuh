@@ -27,6 +27,13 @@ __device__ __forceinline__ void red_release_gpu_add(int32_t *addr, int32_t v)
     asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
 }
 
+/* Add v to *addr with no ordering of its own: after a fence_acq_rel_gpu, a run of these
+ * publishes what the fence ordered without a fence each. */
+__device__ __forceinline__ void red_relaxed_gpu_add(int32_t *addr, int32_t v)
+{
+    asm volatile("red.relaxed.gpu.global.add.s32 [%0], %1;\n" ::"l"(addr), "r"(v) : "memory");
+}
+
 /* Atomically add v to *addr and return the old value, after the thread's earlier writes. */
 __device__ __forceinline__ int32_t atom_add_release_gpu(int32_t *addr, int32_t v)
 {
