@@ -74,6 +74,13 @@ if has tests; then
     FLASHBWD_SPLIT_DQ_ZERO=$z FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_zero$z.log" 2>&1
     note "test_gpu with FLASHBWD_SPLIT_DQ_ZERO=$z rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_zero$z.log") ok): $(worst "$OUT/tests_zero$z.log")"
   done
+  # Split plans of hd > 64 run the convert pass beside the split kernel's tail, waiting for
+  # each head's count (FB_SPLIT_DQ_OVERLAP): run them without it, and with its blocks taken
+  # backwards (the order that waits most).
+  FLASHBWD_DQ_OVERLAP=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_nooverlap.log" 2>&1
+  note "test_gpu without the overlapped convert pass rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_nooverlap.log") ok): $(worst "$OUT/tests_nooverlap.log")"
+  FLASHBWD_DQ_TAIL_PAIRS=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_overlap_rev.log" 2>&1
+  note "test_gpu with the overlapped pass backwards rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_overlap_rev.log") ok): $(worst "$OUT/tests_overlap_rev.log")"
   # Plans replay their launches as a CUDA graph by default: run the direct launches too.
   FLASHBWD_LAUNCH_GRAPH=0 FLASHBWD_GPU_QUICK=1 "$B/tests/test_gpu" > "$OUT/tests_direct.log" 2>&1
   note "test_gpu with direct launches rc=$? ($(grep -c '\[       OK \]' "$OUT/tests_direct.log") ok): $(worst "$OUT/tests_direct.log")"
