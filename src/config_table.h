@@ -199,8 +199,8 @@
  * kernel's last CTAs (src/launches.c, dq_overlap): each CTA counts itself in on its head
  * before its epilogue, and the pass, launched behind a programmatic edge, converts a head
  * once its count is complete. Same run on the H200 against the build without it
- * (docs/performance.md, thirty-first session): hd128 +2.3 / +3.1 / +1.4% without a mask
- * at 512 / 1k / 2k keys, causal +1.8 / +1.0 / +0.5%; hd256 +2.0 / +2.4 / +2.2%, causal
+ * (docs/performance.md, thirty-first session): hd128 +2.4 / +3.1 / +1.4% without a mask
+ * at 512 / 1k / 2k keys, causal +1.8 / +1.0 / +0.5%; hd256 +2.0 / +2.5 / +2.2%, causal
  * +1.9 / +0.6 / +0.7%; 16k keys within +-1.4% (the tail is 1 step in 128). hd64's CTAs are
  * short and it gained nothing (-1.1..+1.7%), so its kernels are compiled without it. */
 #define FB_SPLIT_DQ_OVERLAP(hd) ((hd) > 64)
