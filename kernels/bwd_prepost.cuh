@@ -224,7 +224,7 @@ template <class C> __global__ void __launch_bounds__(C::NUM_THREADS) bwd_convert
     using T = typename C::T;
     constexpr int BM = C::BLOCK_M, BN = C::BLOCK_N, HD = C::HEAD_DIM;
     /* Overlapped (p.dq_overlap), the pass runs beside the split kernel's last CTAs and
-     * waits for each block's count, so it takes the blocks those CTAs may still add into
+     * waits for its head's count, so it takes the blocks those CTAs may still add into
      * (the last dq_tail_blocks of the grid) last, in grid order, and the rest first,
      * backwards as without the overlap. A block that no key block adds into was written
      * by the preprocess and its sums are not read. */
