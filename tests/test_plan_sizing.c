@@ -712,6 +712,70 @@ static void test_forced_head_group_is_a_divisor_of_heads_or_invalid(void **state
     }
 }
 
+/* Split plans of the rows that overlap the convert pass with the split kernel's tail
+ * (FB_SPLIT_DQ_OVERLAP: hd > 64 on sm_90) set dq_overlap, and the pass takes the blocks of
+ * the last 2 x SMs / key blocks + 1 (batch, head) pairs last (dq_tail_blocks, at most the
+ * grid). FLASHBWD_DQ_OVERLAP=0 turns it off; FLASHBWD_DQ_TAIL_PAIRS=N sets the pairs; a
+ * bad value of either is INVALID_VALUE naming the variable. */
+static void test_split_plans_overlap_the_convert_pass_where_the_row_does(void **state)
+{
+    (void)state;
+    /* more (batch, head) pairs than the tail takes: 512 against 2 x 132 / 8 + 1 = 34 */
+    const shape grid = {"1024 x 1024, 32 x 16 heads", 32, 16, 16, 1024, 1024, 0, 0, 0};
+    const shape *s = &grid;
+    const int32_t dims[] = {64, 96, 128, 192, 256}, sms = 132;
+    const int64_t pairs = (int64_t)s->batch * s->heads_q;
+    for (size_t i = 0; i < COUNT_OF(dims); ++i) {
+        flashbwd_problem p = planning_problem(90, dims[i], s);
+        p.sm_count = sms;
+        flashbwd_plan *plan = NULL;
+        assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_OK);
+        const fb_launch_table *t = &plan->launches;
+        const flashbwd_plan_info info = info_of(plan);
+        if (!t->split) fail_msg("hd%d: a split plan expected", dims[i]);
+        if (t->dq_overlap != FB_SPLIT_DQ_OVERLAP(dims[i]))
+            fail_msg("hd%d: dq_overlap %d", dims[i], t->dq_overlap);
+        const int64_t n_blocks = cdiv(s->seqlen_k, info.block_n);
+        const int64_t m_blocks = cdiv(s->seqlen_q, info.block_m);
+        int64_t tail = cdiv(2 * sms, n_blocks) + 1;
+        if (tail > pairs) tail = pairs;
+        if (dims[i] == 128) assert_true(tail < pairs); /* the formula, not the cap */
+        if (t->dq_tail_blocks != tail * m_blocks)
+            fail_msg("hd%d: dq_tail_blocks %lld; expected %lld", dims[i],
+                     (long long)t->dq_tail_blocks, (long long)(tail * m_blocks));
+        flashbwd_plan_destroy(plan);
+    }
+    flashbwd_problem p = planning_problem(90, 128, s);
+    flashbwd_plan *plan = NULL;
+    assert_int_equal(plan_create_with_env("FLASHBWD_DQ_OVERLAP", "0", &p, &plan), FLASHBWD_OK);
+    assert_int_equal(plan->launches.dq_overlap, 0);
+    flashbwd_plan_destroy(plan);
+    const struct {
+        const char *pairs;
+        int64_t want;
+    } forced[] = {{"0", 0}, {"3", 3}, {"1000000", pairs}};
+    for (size_t c = 0; c < COUNT_OF(forced); ++c) {
+        plan = NULL;
+        assert_int_equal(plan_create_with_env("FLASHBWD_DQ_TAIL_PAIRS", forced[c].pairs, &p, &plan),
+                         FLASHBWD_OK);
+        const int64_t m_blocks = cdiv(s->seqlen_q, info_of(plan).block_m);
+        if (plan->launches.dq_tail_blocks != forced[c].want * m_blocks)
+            fail_msg("FLASHBWD_DQ_TAIL_PAIRS %s: dq_tail_blocks %lld; expected %lld",
+                     forced[c].pairs, (long long)plan->launches.dq_tail_blocks,
+                     (long long)(forced[c].want * m_blocks));
+        flashbwd_plan_destroy(plan);
+    }
+    const char *bad_pairs[] = {"-1", "x", "2x"};
+    for (size_t c = 0; c < COUNT_OF(bad_pairs); ++c) {
+        plan = NULL;
+        expect_env_rejected(plan_create_with_env("FLASHBWD_DQ_TAIL_PAIRS", bad_pairs[c], &p, &plan),
+                            plan, "FLASHBWD_DQ_TAIL_PAIRS", bad_pairs[c]);
+    }
+    plan = NULL;
+    expect_env_rejected(plan_create_with_env("FLASHBWD_DQ_OVERLAP", "2", &p, &plan), plan,
+                        "FLASHBWD_DQ_OVERLAP", "2");
+}
+
 /* FLASHBWD_FORCE_HEADS_ON_X (an A/B of the grid order): 1 puts heads on the main grid's x
  * and 0 key blocks, with or without a mask; heads go on x only while the key blocks fit
  * y's 65535; anything else is INVALID_VALUE naming the variable. */
@@ -1081,6 +1145,7 @@ int main(void)
         cmocka_unit_test(test_masked_plans_group_heads_from_sm_count_and_key_blocks),
         cmocka_unit_test(test_dq_zeroing_in_main_follows_the_head_sums_and_its_switch),
         cmocka_unit_test(test_forced_head_group_is_a_divisor_of_heads_or_invalid),
+        cmocka_unit_test(test_split_plans_overlap_the_convert_pass_where_the_row_does),
         cmocka_unit_test(test_plan_sm_count_override_is_what_info_reports),
         cmocka_unit_test(test_plan_smem_override_picks_the_fallback_row_or_is_not_supported),
         cmocka_unit_test(test_plan_smem_override_of_48k_is_not_supported),
