@@ -265,9 +265,8 @@ cudaError_t __wrap_cudaGetLastError(void) { return fake_enter(C_GET_LAST_ERROR);
  * library never destroys; nodes are indices into their graph. */
 typedef struct fake_graph {
     int nodes;
-    int unlinked;     /* a node added without dependencies after the first, until its
-                         programmatic edge is added (0: none) */
-    int programmatic; /* programmatic edges added */
+    int unlinked; /* a node added without dependencies after the first, until its
+                     programmatic edge is added (0: none) */
 } fake_graph;
 
 cudaError_t __wrap_cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
@@ -326,7 +325,6 @@ cudaError_t __wrap_cudaGraphAddDependencies(cudaGraph_t graph, const cudaGraphNo
         edge->from_port != cudaGraphKernelNodePortProgrammatic)
         return cudaErrorInvalidValue;
     g->unlinked = 0;
-    ++g->programmatic;
     return cudaSuccess;
 }
 
@@ -336,12 +334,9 @@ cudaError_t __wrap_cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph
     (void)flags;
     const cudaError_t err = fake_enter(C_GRAPH_INSTANTIATE);
     if (err != cudaSuccess) return err;
+    if (((fake_graph *)graph)->unlinked) return cudaErrorInvalidValue; /* a node with no edge in */
     fake_graph *e = malloc(sizeof *e);
     if (!e) return cudaErrorMemoryAllocation;
-    if (((fake_graph *)graph)->unlinked) {
-        free(e);
-        return cudaErrorInvalidValue; /* a node with no edge in */
-    }
     e->nodes = ((fake_graph *)graph)->nodes;
     atomic_fetch_add(&live_execs, 1);
     *exec = (cudaGraphExec_t)e;
