@@ -246,7 +246,7 @@ template <class C> __global__ void __launch_bounds__(C::NUM_THREADS) bwd_convert
         const int n_blocks = (si.sk + BN - 1) / BN;
         if (mask.adders(m_block, BM, BN, n_blocks) == 0) return;
         if (threadIdx.x == 0) /* every CTA of the head counts in (kernels/bwd_split.cuh) */
-            while (ptx::ld_acquire_gpu(p.dq_done + (row - m0) / BM) < n_blocks) {
+            while (ptx::ld_acquire_gpu(p.dq_count + (row - m0) / BM) < n_blocks) {
             }
         __syncthreads();
     }

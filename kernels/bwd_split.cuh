@@ -137,13 +137,13 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
                               (si.sq + BM - 1) / BM * BM);
     };
     /* The overlapped convert pass (p.dq_overlap) converts a head's dQ once every CTA of the
-     * head with keys (n0 < sk) has counted itself in on the head's first dq_done slot:
+     * head with keys (n0 < sk) has counted itself in on the head's first dq_count slot:
      * one that adds nothing when it returns, an adder after the CTA barrier that follows
      * every adder's last addition (in finish), where one thread's fence orders them all
      * before its count (the release half; the convert pass's ld.acquire is the other).
      * Before the epilogue, so the fence has no dK/dV stores to wait for. */
     constexpr bool OVERLAP = FB_SPLIT_DQ_OVERLAP(HD);
-    auto count_in = [&] { ptx::red_relaxed_gpu_add(p.dq_done + ws_q / BM, 1); };
+    auto count_in = [&] { ptx::red_relaxed_gpu_add(p.dq_count + ws_q / BM, 1); };
     if (n0 >= si.sk) { /* varlen: this sequence has fewer keys */
         zero_slice();
         return;

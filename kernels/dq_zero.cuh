@@ -7,7 +7,8 @@
  * start zero that head's sums, a quarter each, while their dS warps load K and V; the
  * lines are then in L2 when the additions come.
  * The protocol runs on one int32 per head, the head's first dq_count slot (zeroed by the
- * preprocess; split plans use dq_count for nothing else):
+ * preprocess; split plans use dq_count for nothing else, but the overlapped convert pass's
+ * count where the sums are not zeroed here: src/launches.c):
  *   ticket   lane 0 of every P warp adds 1; a warp whose old value is s < 4 owns slice s
  *            (a head's first CTA has four P warps, so every slice has an owner);
  *   release  each lane of an owning warp adds 1 << 20 with release semantics after its

@@ -47,9 +47,9 @@ typedef struct fb_bwd_params {
     float *dq_accum;  /* rows x kernel_head_dim, fragment-interleaved per m-block */
     float *dk_accum;  /* GQA only: rows x kernel_head_dim, per n-block */
     float *dv_accum;  /* GQA only */
-    int32_t *dq_count; /* per q-side row block: key blocks added (deterministic: turns) */
+    int32_t *dq_count; /* per q-side row block: key blocks added (deterministic: turns;
+                          split plans: dq_zero.cuh, or dq_overlap) */
     int32_t *dkv_sem; /* deterministic GQA: one per k-side row block */
-    int32_t *dq_done; /* per q-side row block: the overlapped convert pass's counts */
     float *zero_begin;      /* the range the preprocess zeroes grid-stride (GQA sums, counters) */
     int64_t zero_floats;    /* its length, a multiple of 4 */
 
@@ -73,10 +73,11 @@ typedef struct fb_bwd_params {
     int32_t deterministic;
     int32_t dq_zero_in_main; /* 1: the split kernel zeroes dq_accum (kernels/dq_zero.cuh),
                                 the preprocess does not */
-    int32_t dq_overlap;   /* 1: each split CTA counts itself in on its head's first dq_done
+    int32_t dq_overlap;   /* 1: each split CTA counts itself in on its head's first dq_count
                              slot after its last additions, and the convert pass, launched
                              while the split kernel runs, waits for the head's count
-                             (kernels/bwd_prepost.cuh) */
+                             (kernels/bwd_prepost.cuh); never with dq_zero_in_main, whose
+                             protocol runs on the same slot */
     int64_t dq_tail_blocks; /* dq_overlap: the convert pass takes these last blocks of its
                                grid last, in grid order, and the others first, backwards */
     int32_t head_group;   /* main grid order (kernels/grid_order.cuh): 0 = (key blocks, heads,

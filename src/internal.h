@@ -116,7 +116,7 @@ typedef struct fb_tensor {
 /* Workspace regions, byte offsets from the workspace base (workspace.c). */
 typedef struct fb_workspace_layout {
     size_t lse_log2, dpsum, dq_accum, dk_accum, dv_accum; /* CUDA */
-    size_t dq_count, dq_done, dkv_sem; /* CUDA; dkv_sem deterministic GQA only */
+    size_t dq_count, dkv_sem;       /* CUDA; dkv_sem deterministic GQA only */
     size_t zero_begin, zero_bytes;                         /* CUDA: zeroed by preprocess */
     size_t cpu_floats;                                      /* CPU: scratch floats */
     size_t total_bytes;

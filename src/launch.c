@@ -107,7 +107,6 @@ static void fill_params(const flashbwd_plan *plan, fb_bwd_params *k)
     k->dv_accum = gqa ? (float *)(ws + w->dv_accum) : NULL;
     k->dq_count = (int32_t *)(ws + w->dq_count);
     k->dkv_sem = p->deterministic && gqa ? (int32_t *)(ws + w->dkv_sem) : NULL;
-    k->dq_done = (int32_t *)(ws + w->dq_done);
     k->zero_begin = (float *)(ws + w->zero_begin);
     k->zero_floats = (int64_t)(w->zero_bytes / sizeof(float));
 

@@ -182,9 +182,11 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
      * counts itself in on its head once its additions are done, and the convert pass, launched
      * once every split CTA has started (a programmatic edge in the plan's graph), converts
      * each head as soon as its count is complete (kernels/bwd_prepost.cuh), on the rows
-     * that have it (FB_SPLIT_DQ_OVERLAP, config_table.h). FLASHBWD_DQ_OVERLAP=0 (testing,
-     * A/B) turns it off. */
-    t->dq_overlap = t->split && FB_SPLIT_DQ_OVERLAP(c->kernel_head_dim);
+     * that have it (FB_SPLIT_DQ_OVERLAP, config_table.h). The count is the head's first
+     * dq_count slot, so never where the split kernel zeroes the sums (dq_zero.cuh's
+     * protocol runs there; no row has both). FLASHBWD_DQ_OVERLAP=0 (testing, A/B) turns
+     * it off. */
+    t->dq_overlap = t->split && FB_SPLIT_DQ_OVERLAP(c->kernel_head_dim) && !t->dq_zero_in_main;
     FB_TRY(env_switch(plan, "FLASHBWD_DQ_OVERLAP", &on));
     if (on >= 0) t->dq_overlap = t->dq_overlap && on;
     /* Its order: the blocks of the (batch, head) pairs whose CTAs may still run when it

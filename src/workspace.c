@@ -7,10 +7,9 @@
  *   dq_count          an int32 per query row block: how many key blocks have added into
  *                     its dQ sum, so the last one converts it (deterministic mode: whose
  *                     turn it is to add; split plans that zero their dQ sums in the main
- *                     kernel: each head's first one counts its tickets, kernels/dq_zero.cuh)
- *   dq_done           an int32 per query row block; a head's first one counts the split
- *                     kernel's CTAs that are done adding into its dQ sums (the overlapped
- *                     convert pass waits for it, kernels/bwd_split.cuh)
+ *                     kernel: each head's first one counts its tickets, kernels/dq_zero.cuh;
+ *                     the others, with the overlapped convert pass: the head's CTAs that are
+ *                     done adding, kernels/bwd_split.cuh)
  *   dkv_sem           deterministic GQA only: a turn counter per key row block
  * A "row" space per head is padded so that every kernel reads and writes whole tiles with
  * no bounds checks: padded batches use round_up(seqlen, tile) rows per (batch, head);
@@ -59,7 +58,7 @@ static int32_t plan_cuda(flashbwd_plan *plan)
     }
     const int gqa = p->heads_kv != p->heads_q;
     int64_t lse_b = 0, dps_b = 0, dq_b = 0, dk_b = 0, dv_b = 0, rows_hd = 0;
-    int64_t dqs_b = 0, dqd_b = 0, dkvs_b = 0;
+    int64_t dqs_b = 0, dkvs_b = 0;
     ok &= region(rows_q, 4, &lse_b) && region(rows_q, 4, &dps_b);
     ok &= fb_mul_i64(rows_q, hd, &rows_hd) && region(rows_hd, 4, &dq_b);
     if (gqa) {
@@ -67,13 +66,11 @@ static int32_t plan_cuda(flashbwd_plan *plan)
         dv_b = dk_b;
     }
     ok &= region(rows_q / bm, 4, &dqs_b); /* rows are whole blocks: every per-head count is */
-    ok &= region(rows_q / bm, 4, &dqd_b);
     if (p->deterministic && gqa) ok &= region(rows_k / bn, 4, &dkvs_b);
     int64_t total = 0;
     ok &= fb_add_i64(lse_b, dps_b, &total) && fb_add_i64(total, dq_b, &total) &&
           fb_add_i64(total, dk_b, &total) && fb_add_i64(total, dv_b, &total) &&
-          fb_add_i64(total, dqs_b, &total) && fb_add_i64(total, dqd_b, &total) &&
-          fb_add_i64(total, dkvs_b, &total);
+          fb_add_i64(total, dqs_b, &total) && fb_add_i64(total, dkvs_b, &total);
     FB_FAIL_IF(plan, !ok || (uint64_t)total > (uint64_t)SIZE_MAX, FLASHBWD_ERR_OVERFLOW,
                "the workspace size overflows (batch %lld, heads %lld, seqlen_q %lld, "
                "seqlen_k %lld)", (long long)p->batch, (long long)p->heads_q,
@@ -86,10 +83,9 @@ static int32_t plan_cuda(flashbwd_plan *plan)
     ws->dk_accum = ws->dq_accum + (size_t)dq_b;
     ws->dv_accum = ws->dk_accum + (size_t)dk_b;
     ws->dq_count = ws->dv_accum + (size_t)dv_b;
-    ws->dq_done = ws->dq_count + (size_t)dqs_b;
-    ws->dkv_sem = ws->dq_done + (size_t)dqd_b;
+    ws->dkv_sem = ws->dq_count + (size_t)dqs_b;
     ws->zero_begin = ws->dk_accum;
-    ws->zero_bytes = (size_t)(dk_b + dv_b + dqs_b + dqd_b + dkvs_b);
+    ws->zero_bytes = (size_t)(dk_b + dv_b + dqs_b + dkvs_b);
     ws->total_bytes = (size_t)total;
     ws->rows_q = per_head_q;
     ws->rows_k = per_head_k;

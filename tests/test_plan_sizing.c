@@ -169,8 +169,8 @@ static const shape shapes[] = {
 /* Workspace bytes from the layout documented in src/workspace.c: fp32 regions, each
  * rounded up to 256 bytes: lse_log2 and dpsum (a float per query row), dq_accum
  * (kernel_head_dim floats per query row), and with GQA dk_accum and dv_accum
- * (kernel_head_dim floats per key row of every kv head), then dq_count and dq_done (an int32
- * per query row block each; these shapes are not deterministic). Rows per head are padded to whole
+ * (kernel_head_dim floats per key row of every kv head), then dq_count (an int32 per query
+ * row block; these shapes are not deterministic). Rows per head are padded to whole
  * tiles: round_up(seqlen, tile) per (batch, head), or round_up(total + batch * tile, tile)
  * per head when varlen. */
 static int64_t region(int64_t floats) { return round_up(floats * 4, 256); }
@@ -189,7 +189,7 @@ static int64_t expected_workspace(const shape *s, int32_t bm, int32_t bn, int32_
     }
     int64_t bytes = 2 * region(rows_q) + region(rows_q * khd);
     if (s->heads_kv != s->heads_q) bytes += 2 * region(rows_k * khd);
-    bytes += 2 * region(rows_q / bm); /* dq_count, dq_done */
+    bytes += region(rows_q / bm);
     return bytes;
 }
 
