@@ -2,13 +2,14 @@
  *
  *   flashbwd_bench [--dims 64,128] [--seqlens 512,...,16384] [--causal 0,1] [--dtype bf16|fp16]
  *                  [--kv-heads-div N] [--deterministic 0|1] [--host-costs 0|1] [--iters 30]
- *                  [--window LEFT] [--varlen 0|1] [--heads N]
+ *                  [--window LEFT] [--varlen 0|1] [--heads N] [--batch N]
  * --window: a sliding window of LEFT keys (with the causal flag: causal + window; without:
  *   LEFT on both sides). --varlen: packed sequences of mixed lengths (seqlen/4 .. seqlen,
  *   16k tokens in all). Windowed and varlen FLOPs count the visible (query, key) pairs.
  *
  * Grid: batch·seqlen = 16384 tokens, heads = 2048 / head_dim (FlashAttention's benchmark),
- * or --heads N (how the count of CTAs against the SMs' waves moves the figure).
+ * or --heads N (how the count of CTAs against the SMs' waves moves the figure), and
+ * --batch N in place of 16384 / seqlen (with --heads: the same work in another grid order).
  * Inputs are random normals; O is random and LSE = log(visible keys) + 0.5, the value a
  * forward gives for such scores, so P stays in range (timing on zeros would flatter us).
  * Each point: 3 warm-ups, then the median of --iters runs timed with CUDA events. Prints
@@ -165,6 +166,7 @@ int main(int argc, char **argv)
     int causals[2] = {0, 1}, ncausal = 2;
     int iters = 30, kv_div = 1, deterministic = 0, host_cost = 1, window = -1, varlen = 0;
     int heads = 0; /* 0: 2048 / head_dim */
+    int batch = 0; /* 0: 16384 / seqlen */
     int32_t dtype = FLASHBWD_DTYPE_BF16;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--dims")) ndims = parse_list(argv[i + 1], dims, 8);
@@ -173,6 +175,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--kv-heads-div")) kv_div = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--heads")) heads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch")) batch = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--deterministic")) deterministic = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--host-costs")) host_cost = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--window")) window = atoi(argv[i + 1]);
@@ -197,7 +200,8 @@ int main(int argc, char **argv)
     for (int di = 0; di < ndims; ++di)
         for (int ci = 0; ci < ncausal; ++ci)
             for (int si = 0; si < nseq; ++si) {
-                const int64_t d = dims[di], s = seqlens[si], b = 16384 / s > 0 ? 16384 / s : 1;
+                const int64_t d = dims[di], s = seqlens[si];
+                const int64_t b = batch > 0 ? batch : 16384 / s > 0 ? 16384 / s : 1;
                 const int64_t h = heads > 0 ? heads : 2048 / d;
                 const int64_t hkv = h / kv_div > 0 ? h / kv_div : 1;
                 const int causal = causals[ci];
