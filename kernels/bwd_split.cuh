@@ -46,7 +46,7 @@
  * factor of dS needs the score, which the dS warps never see) and the folded dQ
  * conversion; the launch, grid and workspace are bwd_main's, dQ's fp32 layout too.
  * Where the row overlaps the convert pass (FB_SPLIT_DQ_OVERLAP), every CTA runs
- * launch_dependents at its start and counts itself in on its head before its epilogue
+ * launch_dependents at its start and counts itself in on its head before its dV stores
  * (count_in in split_role).
  */
 #pragma once
@@ -141,7 +141,7 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
      * one that adds nothing when it returns, an adder after the CTA barrier that follows
      * every adder's last addition (in finish), where one thread's fence orders them all
      * before its count (the release half; the convert pass's ld.acquire is the other).
-     * Before the epilogue, so the fence has no dK/dV stores to wait for. */
+     * Before that thread's own dV stores, so the fence has none to wait for. */
     constexpr bool OVERLAP = FB_SPLIT_DQ_OVERLAP(HD);
     auto count_in = [&] { ptx::red_relaxed_gpu_add(p.dq_count + ws_q / BM, 1); };
     if (n0 >= si.sk) { /* varlen: this sequence has fewer keys */
@@ -342,11 +342,15 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
         const int lane = lane_id(), group_bar = dv ? BAR_P_GROUP : BAR_DS_GROUP;
         const float scale = dv ? 1.0f : p.scale;
         ptx::barrier_sync_unaligned(BAR_CTA, NT); /* every warp done with sK, sV and the ring */
-        if (OVERLAP && dv && gtid == 0 && p.dq_overlap) { /* the CTA's count (count_in) */
-            ptx::fence_acq_rel_gpu();
-            count_in();
-        }
+        /* The CTA's count (count_in) follows the barrier above, after every warp's last dQ
+         * addition. One thread's fence waits for those to land, so it goes after the group's
+         * barrier below, where the rest of the group stores dV meanwhile; before that barrier
+         * the group waited for the fence (hd128 0.3-1% slower, docs/performance.md). */
         if (gqa) {
+            if (OVERLAP && dv && gtid == 0 && p.dq_overlap) { /* the CTA's count (count_in) */
+                ptx::fence_acq_rel_gpu();
+                count_in();
+            }
             /* The group sums keep bwd_main's LayoutKV (convert_dkv reads it): the matrix
              * goes through shared memory as fp32 rows (padded by 4 floats against bank
              * conflicts) and each thread reads back the elements of two threads of that
@@ -384,6 +388,10 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
         const uint32_t tile = dv ? sV : sK;
         store_frags<LKV, TileK, T>(tile, acc, scale, gw, lane);
         ptx::bar_sync(group_bar, GT);
+        if (OVERLAP && dv && gtid == 0 && p.dq_overlap) { /* the CTA's count (count_in) */
+            ptx::fence_acq_rel_gpu();
+            count_in();
+        }
         T *out = dv ? out_rows(p.dv, p.dv_stride) : out_rows(p.dk, p.dk_stride);
         store_tile<TileK, HD, GT>(out, dv ? p.dv_stride[1] : p.dk_stride[1], tile, kv_rows,
                                   p.head_dim, gtid);
