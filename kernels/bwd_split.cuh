@@ -345,7 +345,8 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
         /* The CTA's count (count_in) follows the barrier above, after every warp's last dQ
          * addition. One thread's fence waits for those to land, so it goes after the group's
          * barrier below, where the rest of the group stores dV meanwhile; before that barrier
-         * the group waited for the fence (hd128 0.3-1% slower, docs/performance.md). */
+         * the group waited for the fence (hd128 0.3-1% slower, docs/performance.md). With
+         * GQA, where dK and dV go out as reductions too, it stays first. */
         if (gqa) {
             if (OVERLAP && dv && gtid == 0 && p.dq_overlap) { /* the CTA's count (count_in) */
                 ptx::fence_acq_rel_gpu();

@@ -8,8 +8,8 @@
  *                     its dQ sum, so the last one converts it (deterministic mode: whose
  *                     turn it is to add; split plans that zero their dQ sums in the main
  *                     kernel: each head's first one counts its tickets, kernels/dq_zero.cuh;
- *                     the others, with the overlapped convert pass: the head's CTAs that are
- *                     done adding, kernels/bwd_split.cuh)
+ *                     split plans with the overlapped convert pass: each head's first one
+ *                     counts the head's CTAs that are done adding, kernels/bwd_split.cuh)
  *   dkv_sem           deterministic GQA only: a turn counter per key row block
  * A "row" space per head is padded so that every kernel reads and writes whole tiles with
  * no bounds checks: padded batches use round_up(seqlen, tile) rows per (batch, head);
