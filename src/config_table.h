@@ -197,7 +197,7 @@
 
 /* FB_SPLIT_DQ_OVERLAP(hd): split plans of head dim hd run the convert pass beside the split
  * kernel's last CTAs (src/launches.c, dq_overlap): each CTA counts itself in on its head
- * before its epilogue, and the pass, launched behind a programmatic edge, converts a head
+ * before its dV stores, and the pass, launched behind a programmatic edge, converts a head
  * once its count is complete. Same run on the H200 against the build without it
  * (docs/performance.md, thirty-first session): hd128 +2.4 / +3.1 / +1.4% without a mask
  * at 512 / 1k / 2k keys, causal +1.8 / +1.0 / +0.5%; hd256 +2.0 / +2.5 / +2.2%, causal

@@ -53,6 +53,22 @@ static int32_t env_switch(flashbwd_plan *plan, const char *name, int *on)
     return FLASHBWD_OK;
 }
 
+/* An A/B count from the environment: *n = -1 when unset, else a whole number >= 0; anything
+ * else is INVALID_VALUE naming the variable and what it expects. */
+static int32_t env_count(flashbwd_plan *plan, const char *name, const char *expected,
+                         long long *n)
+{
+    const char *v = getenv(name);
+    *n = -1;
+    if (!v || !*v) return FLASHBWD_OK;
+    char *end = NULL;
+    const long long x = strtoll(v, &end, 10);
+    FB_FAIL_IF(plan, *end || x < 0, FLASHBWD_ERR_INVALID_VALUE,
+               "environment %s = \"%.16s\": expected %s", name, v, expected);
+    *n = x;
+    return FLASHBWD_OK;
+}
+
 int32_t fb_launches_plan(flashbwd_plan *plan)
 {
     const fb_problem_norm *p = &plan->prob;
@@ -140,14 +156,12 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
     if (on >= 0) group = on && n_blocks <= 65535 ? p->heads_q : 0;
     /* FLASHBWD_HEAD_GROUP=G: heads in groups of G (0: key blocks on x), for A/B runs; rows
      * whose kernel maps no groups (hd96) take any G > 0 as heads on x. */
-    const char *force_g = getenv("FLASHBWD_HEAD_GROUP");
-    if (force_g && *force_g) {
-        char *end = NULL;
-        const long long g = strtoll(force_g, &end, 10);
-        FB_FAIL_IF(plan, *end || g < 0 || g > p->heads_q || (g > 0 && p->heads_q % g),
-                   FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_HEAD_GROUP = \"%.16s\": expected 0 or a divisor of "
-                   "heads_q (%lld)", force_g, (long long)p->heads_q);
+    long long g;
+    FB_TRY(env_count(plan, "FLASHBWD_HEAD_GROUP", "0 or a divisor of heads_q", &g));
+    if (g >= 0) {
+        FB_FAIL_IF(plan, g > p->heads_q || (g > 0 && p->heads_q % g), FLASHBWD_ERR_INVALID_VALUE,
+                   "environment FLASHBWD_HEAD_GROUP = %lld: expected 0 or a divisor of heads_q "
+                   "(%lld)", g, (long long)p->heads_q);
         group = n_blocks <= 65535 ? (g > 0 && !groups_ok ? p->heads_q : g) : 0;
     }
     if (group > 0 && p->batch * (p->heads_q / group) > 65535) group = p->heads_q;
@@ -196,15 +210,9 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
      * order, a number past the pairs the grid order. */
     const int64_t pairs = p->batch * p->heads_q;
     int64_t tail_pairs = fb_cdiv(2 * (int64_t)plan->props.sm_count, n_blocks) + 1;
-    const char *force_tail = getenv("FLASHBWD_DQ_TAIL_PAIRS");
-    if (force_tail && *force_tail) {
-        char *end = NULL;
-        const long long n = strtoll(force_tail, &end, 10);
-        FB_FAIL_IF(plan, *end || n < 0, FLASHBWD_ERR_INVALID_VALUE,
-                   "environment FLASHBWD_DQ_TAIL_PAIRS = \"%.16s\": expected a count >= 0",
-                   force_tail);
-        tail_pairs = n;
-    }
+    long long forced_pairs;
+    FB_TRY(env_count(plan, "FLASHBWD_DQ_TAIL_PAIRS", "a count >= 0", &forced_pairs));
+    if (forced_pairs >= 0) tail_pairs = forced_pairs;
     t->dq_tail_blocks = (tail_pairs < pairs ? tail_pairs : pairs) * m_blocks;
     if (t->dq_in_main)
         t->launch[FLASHBWD_LAUNCH_CONVERT_DQ] = (fb_launch_dims){{0, 0, 0}, {0, 0, 0}, 0};
