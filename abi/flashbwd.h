@@ -31,7 +31,8 @@
  *   - Input structs begin with size_t struct_size, set from a FLASHBWD_*_STRUCT_SIZE
  *     constant. Newer libraries accept older, shorter structs; an older library rejects a
  *     longer struct only if the part it does not know is non-zero.
- *   - Everything here is in ABI node FLASHBWD_1.0 unless its "Since" says otherwise.
+ *   - Everything here is in ABI node FLASHBWD_1.0 unless its "Since" says otherwise
+ *     (1.1: flashbwd_workspace_alloc, flashbwd_workspace_free).
  *
  * The ABI policy (what stays stable, how versions move) is docs/abi-policy.md.
  */
@@ -58,9 +59,9 @@ extern "C" {
  * ====================================================================================== */
 
 #define FLASHBWD_VERSION_MAJOR 1
-#define FLASHBWD_VERSION_MINOR 0
+#define FLASHBWD_VERSION_MINOR 1
 #define FLASHBWD_VERSION_PATCH 0
-/* MAJOR*10000 + MINOR*100 + PATCH, e.g. 10000 for 1.0.0. */
+/* MAJOR*10000 + MINOR*100 + PATCH, e.g. 10100 for 1.1.0. */
 #define FLASHBWD_VERSION \
     (FLASHBWD_VERSION_MAJOR * 10000 + FLASHBWD_VERSION_MINOR * 100 + FLASHBWD_VERSION_PATCH)
 
@@ -307,6 +308,47 @@ FLASHBWD_API int32_t flashbwd_plan_workspace_size(const flashbwd_plan *plan, siz
  *         FLASHBWD_ERR_WORKSPACE_TOO_SMALL; FLASHBWD_ERR_BUSY.
  * Threads: not concurrently with any other call on the same plan.  Since: 1.0 */
 FLASHBWD_API int32_t flashbwd_plan_set_workspace(flashbwd_plan *plan, void *ptr, size_t bytes);
+
+/* flashbwd_workspace_alloc() — allocate a workspace for a plan, in the kind of memory its
+ * execute runs fastest with. A convenience: any memory that meets
+ * flashbwd_plan_set_workspace()'s rules works as well.
+ * CUDA backend: device memory on the plan's device (the caller's current device does not
+ * matter and is left as it was). Where the device supports compute data compression
+ * (Hopper and newer), the memory is created compressible: every execute first writes
+ * zeros over its fp32 dQ sums, and zero lines cost the DRAM almost nothing there (1-2%
+ * faster backward passes at 512-1k keys on an H200, docs/performance.md). Elsewhere,
+ * or when the driver declines, ordinary device memory as cudaMalloc gives.
+ * CPU backend: host memory, 256-byte aligned.
+ * Synchronous like cudaMalloc: not stream-ordered, not to be called while a stream of
+ * the device is being captured. It does not bind the memory to the plan.
+ * @plan       the plan the memory is sized for (its backend, device and workspace size);
+ *             not a planning-only plan.
+ * @ptr        receives the memory, or NULL when the plan needs no workspace.
+ * @bytes      receives its size: at least flashbwd_plan_workspace_size() (rounded up to
+ *             the allocation granularity); 0 with a NULL *ptr.
+ * @compressed receives 1 when the memory is compressible, else 0; may be NULL.
+ * The caller owns the memory and frees it with flashbwd_workspace_free() (never cudaFree
+ * or free()); it outlives the plan and suits every plan of the same backend and device
+ * whose workspace size is not larger.
+ * @return FLASHBWD_OK; FLASHBWD_ERR_NULL_ARGUMENT (plan, ptr or bytes); FLASHBWD_ERR_BUSY;
+ *         FLASHBWD_ERR_NOT_SUPPORTED (planning-only plan); FLASHBWD_ERR_NO_DEVICE (the
+ *         driver went away); FLASHBWD_ERR_CUDA (the device is out of memory, or another
+ *         CUDA error, named in the message);
+ *         FLASHBWD_ERR_OUT_OF_MEMORY (host). On failure *ptr is NULL and *bytes 0.
+ * Threads: not concurrently with any other call on the same plan.  Since: 1.1 */
+FLASHBWD_API int32_t flashbwd_workspace_alloc(flashbwd_plan *plan, void **ptr, size_t *bytes,
+                                              int32_t *compressed);
+
+/* flashbwd_workspace_free() — free memory that flashbwd_workspace_alloc() returned.
+ * Device memory is freed like cudaFree frees: the device is synchronized first, so work
+ * still using it finishes before it goes. Unbind it from plans (or destroy them) before
+ * their next execute.
+ * @ptr what flashbwd_workspace_alloc() gave, or NULL (nothing happens).
+ * @return FLASHBWD_OK; FLASHBWD_ERR_INVALID_VALUE (ptr did not come from
+ *         flashbwd_workspace_alloc, or was freed already); FLASHBWD_ERR_CUDA (the memory
+ *         is freed as far as the driver allows, and the message names the failing call).
+ * Threads: any thread, concurrently.  Since: 1.1 */
+FLASHBWD_API int32_t flashbwd_workspace_free(void *ptr);
 
 /* ======================================================================================
  * Execute

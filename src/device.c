@@ -34,9 +34,9 @@ int64_t fb_device_query_count(void) { return (int64_t)atomic_load(&query_count);
 
 #ifdef FB_WITH_CUDA
 
-/* Map a runtime error to a status; "no driver" and "no device" become NO_DEVICE. */
-static int32_t cuda_fail(flashbwd_plan *plan, cudaError_t err, const char *call)
+int32_t fb_cuda_fail(flashbwd_plan *plan, int err_code, const char *call)
 {
+    const cudaError_t err = (cudaError_t)err_code;
     if (err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice ||
         err == cudaErrorStubLibrary)
         return fb_fail(plan, FLASHBWD_ERR_NO_DEVICE, "%s failed: %s (%s)", call,
@@ -49,7 +49,7 @@ static int32_t query(flashbwd_plan *plan, int32_t ordinal, fb_device_props *out)
 {
     int count = 0;
     cudaError_t err = cudaGetDeviceCount(&count);
-    if (err != cudaSuccess) return cuda_fail(plan, err, "cudaGetDeviceCount");
+    if (err != cudaSuccess) return fb_cuda_fail(plan, err, "cudaGetDeviceCount");
     FB_FAIL_IF(plan, count == 0, FLASHBWD_ERR_NO_DEVICE, "no CUDA device is visible");
     FB_FAIL_IF(plan, ordinal >= count, FLASHBWD_ERR_INVALID_VALUE,
                "problem.device = %d, but only %d CUDA device(s) are visible", ordinal, count);
@@ -62,7 +62,7 @@ static int32_t query(flashbwd_plan *plan, int32_t ordinal, fb_device_props *out)
         (err = cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal)) ||
         (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal)) ||
         (err = cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, ordinal)))
-        return cuda_fail(plan, err, "cudaDeviceGetAttribute");
+        return fb_cuda_fail(plan, err, "cudaDeviceGetAttribute");
     out->arch = major * 10 + minor;
     out->sm_count = sms;
     out->smem_per_block = smem;
@@ -100,20 +100,20 @@ int32_t fb_device_prepare_kernel(flashbwd_plan *plan, int32_t ordinal, int kerne
         int current = 0;
         cudaError_t err = cudaGetDevice(&current);
         if (err != cudaSuccess) {
-            status = cuda_fail(plan, err, "cudaGetDevice");
+            status = fb_cuda_fail(plan, err, "cudaGetDevice");
         } else if (current != ordinal && (err = cudaSetDevice(ordinal)) != cudaSuccess) {
-            status = cuda_fail(plan, err, "cudaSetDevice");
+            status = fb_cuda_fail(plan, err, "cudaSetDevice");
         } else {
             err = (cudaError_t)fb_kernel_prepare(kernel_index, smem_bytes);
             if (err != cudaSuccess)
-                status = cuda_fail(plan, err, "preparing the kernel (cudaFuncGetAttributes, "
+                status = fb_cuda_fail(plan, err, "preparing the kernel (cudaFuncGetAttributes, "
                                               "cudaFuncSetAttribute MaxDynamicSharedMemorySize)");
             else
                 cache[ordinal].raised_smem[kernel_index] = smem_bytes;
             if (current != ordinal) {
                 cudaError_t back = cudaSetDevice(current);
                 if (back != cudaSuccess && status == FLASHBWD_OK)
-                    status = cuda_fail(plan, back, "cudaSetDevice (restoring the caller's)");
+                    status = fb_cuda_fail(plan, back, "cudaSetDevice (restoring the caller's)");
             }
         }
     }
@@ -125,21 +125,21 @@ int32_t fb_device_build_graph(flashbwd_plan *plan, int32_t ordinal)
 {
     int current = 0;
     cudaError_t err = cudaGetDevice(&current);
-    if (err != cudaSuccess) return cuda_fail(plan, err, "cudaGetDevice");
+    if (err != cudaSuccess) return fb_cuda_fail(plan, err, "cudaGetDevice");
     if (current != ordinal && (err = cudaSetDevice(ordinal)) != cudaSuccess)
-        return cuda_fail(plan, err, "cudaSetDevice");
+        return fb_cuda_fail(plan, err, "cudaSetDevice");
     const char *call = "";
     err = (cudaError_t)fb_graph_create(&plan->launches, ordinal, &plan->graph, &call);
     int32_t status = FLASHBWD_OK;
     if (err != cudaSuccess) {
         char what[96];
         snprintf(what, sizeof what, "building the launch graph: %s", call);
-        status = cuda_fail(plan, err, what);
+        status = fb_cuda_fail(plan, err, what);
     }
     if (current != ordinal) {
         const cudaError_t back = cudaSetDevice(current);
         if (back != cudaSuccess && status == FLASHBWD_OK)
-            status = cuda_fail(plan, back, "cudaSetDevice (restoring the caller's)");
+            status = fb_cuda_fail(plan, back, "cudaSetDevice (restoring the caller's)");
     }
     if (status != FLASHBWD_OK) { /* no half-made plan keeps a graph */
         fb_graph_release(plan->graph);
@@ -152,7 +152,7 @@ int32_t fb_device_check_current(flashbwd_plan *plan, int32_t ordinal)
 {
     int current = -1;
     cudaError_t err = cudaGetDevice(&current);
-    if (err != cudaSuccess) return cuda_fail(plan, err, "cudaGetDevice");
+    if (err != cudaSuccess) return fb_cuda_fail(plan, err, "cudaGetDevice");
     FB_FAIL_IF(plan, current != ordinal, FLASHBWD_ERR_WRONG_DEVICE,
                "the current CUDA device is %d, but the plan was created for device %d",
                current, ordinal);

@@ -55,6 +55,9 @@ enum call {
     C_GRAPH_EXEC_DESTROY,
     C_GRAPH_DESTROY,
     C_GET_DRIVER_ENTRY_POINT,
+    C_MALLOC,
+    C_FREE,
+    C_DEVICE_SYNCHRONIZE,
     C_COUNT
 };
 
@@ -62,9 +65,10 @@ enum call {
 
 typedef struct fake_device {
     int major, minor, sms, smem;
+    int compression; /* the driver's CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED */
 } fake_device;
 
-static const fake_device h200 = {9, 0, 132, 232448};
+static const fake_device h200 = {9, 0, 132, 232448, 1};
 
 static struct {
     int count;                      /* what cudaGetDeviceCount reports */
@@ -151,6 +155,9 @@ cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char *symbol, void **f
                                                      unsigned int version,
                                                      unsigned long long flags,
                                                      enum cudaDriverEntryPointQueryResult *found);
+cudaError_t __wrap_cudaMalloc(void **ptr, size_t bytes);
+cudaError_t __wrap_cudaFree(void *ptr);
+cudaError_t __wrap_cudaDeviceSynchronize(void);
 
 /* The driver's cuTensorMapEncodeTiled, as the entry-point query hands it out: records its
  * arguments and writes the tensor's base address into the map's first word, so a test can
@@ -182,6 +189,153 @@ static CUresult fake_encode_tiled(CUtensorMap *map, CUtensorMapDataType dtype, c
     return CUDA_SUCCESS;
 }
 
+/* The driver's virtual-memory calls behind flashbwd_workspace_alloc: a handle is a
+ * counter with bit 40 set when compression was granted; addresses are made up (nothing
+ * dereferences them); every object is counted live until released. vmm_fail names one
+ * call that returns CUDA_ERROR_OUT_OF_MEMORY; vmm_decline makes cuMemCreate grant no
+ * compression; vmm_missing hides cuMemCreate from the entry-point query (an old driver). */
+static atomic_int live_mallocs, live_handles, live_reserved, live_mapped;
+static const char *vmm_fail;
+static int vmm_decline, vmm_missing;
+static atomic_int vmm_calls;
+#define FAKE_GRANULARITY ((size_t)2 << 20)
+#define FAKE_HANDLE_COMPRESSED ((CUmemGenericAllocationHandle)1 << 40)
+
+static int vmm_enter(const char *name)
+{
+    atomic_fetch_add(&vmm_calls, 1);
+    return vmm_fail && strcmp(vmm_fail, name) == 0;
+}
+
+static CUresult fake_device_get(CUdevice *dev, int ordinal)
+{
+    if (vmm_enter("cuDeviceGet")) return CUDA_ERROR_OUT_OF_MEMORY;
+    *dev = ordinal;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_device_attribute(int *value, CUdevice_attribute attr, CUdevice dev)
+{
+    if (vmm_enter("cuDeviceGetAttribute")) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (dev < 0 || dev >= FAKE_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    if (attr == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED) *value = 1;
+    else if (attr == CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED)
+        *value = fake.dev[dev].compression;
+    else return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_granularity(size_t *gran, const CUmemAllocationProp *prop,
+                                 CUmemAllocationGranularity_flags flags)
+{
+    (void)prop, (void)flags;
+    if (vmm_enter("cuMemGetAllocationGranularity")) return CUDA_ERROR_OUT_OF_MEMORY;
+    *gran = FAKE_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_mem_create(CUmemGenericAllocationHandle *handle, size_t size,
+                                const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    static atomic_ullong next = 1;
+    if (vmm_enter("cuMemCreate")) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (flags || size == 0 || size % FAKE_GRANULARITY ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    *handle = atomic_fetch_add(&next, 1);
+    if (prop->allocFlags.compressionType == CU_MEM_ALLOCATION_COMP_GENERIC && !vmm_decline)
+        *handle |= FAKE_HANDLE_COMPRESSED;
+    atomic_fetch_add(&live_handles, 1);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_mem_properties(CUmemAllocationProp *prop, CUmemGenericAllocationHandle h)
+{
+    if (vmm_enter("cuMemGetAllocationPropertiesFromHandle")) return CUDA_ERROR_OUT_OF_MEMORY;
+    memset(prop, 0, sizeof *prop);
+    prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop->allocFlags.compressionType =
+        h & FAKE_HANDLE_COMPRESSED ? CU_MEM_ALLOCATION_COMP_GENERIC : CU_MEM_ALLOCATION_COMP_NONE;
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_reserve(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+                             unsigned long long flags)
+{
+    static atomic_ullong next = 1;
+    (void)align, (void)addr, (void)flags;
+    if (vmm_enter("cuMemAddressReserve")) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (size % FAKE_GRANULARITY) return CUDA_ERROR_INVALID_VALUE;
+    *ptr = (CUdeviceptr)0x700000000000ull + atomic_fetch_add(&next, 1) * ((CUdeviceptr)1 << 34);
+    atomic_fetch_add(&live_reserved, 1);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_map(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle h, unsigned long long flags)
+{
+    (void)ptr, (void)size, (void)offset, (void)h, (void)flags;
+    if (vmm_enter("cuMemMap")) return CUDA_ERROR_OUT_OF_MEMORY;
+    atomic_fetch_add(&live_mapped, 1);
+    return CUDA_SUCCESS;
+}
+
+static CUresult fake_set_access(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                size_t count)
+{
+    (void)ptr, (void)size;
+    if (vmm_enter("cuMemSetAccess")) return CUDA_ERROR_OUT_OF_MEMORY;
+    return count == 1 && desc->flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+               ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* The three releases fail when told to but release anyway, so nothing leaks. */
+static CUresult fake_unmap(CUdeviceptr ptr, size_t size)
+{
+    (void)ptr, (void)size;
+    atomic_fetch_sub(&live_mapped, 1);
+    return vmm_enter("cuMemUnmap") ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+static CUresult fake_address_free(CUdeviceptr ptr, size_t size)
+{
+    (void)ptr, (void)size;
+    atomic_fetch_sub(&live_reserved, 1);
+    return vmm_enter("cuMemAddressFree") ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+static CUresult fake_release(CUmemGenericAllocationHandle h)
+{
+    (void)h;
+    atomic_fetch_sub(&live_handles, 1);
+    return vmm_enter("cuMemRelease") ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+static void *fake_vmm_symbol(const char *symbol)
+{
+    static const struct {
+        const char *name;
+        void *fn;
+    } table[] = {
+        {"cuDeviceGet", (void *)fake_device_get},
+        {"cuDeviceGetAttribute", (void *)fake_device_attribute},
+        {"cuMemGetAllocationGranularity", (void *)fake_granularity},
+        {"cuMemCreate", (void *)fake_mem_create},
+        {"cuMemGetAllocationPropertiesFromHandle", (void *)fake_mem_properties},
+        {"cuMemAddressReserve", (void *)fake_reserve},
+        {"cuMemMap", (void *)fake_map},
+        {"cuMemSetAccess", (void *)fake_set_access},
+        {"cuMemUnmap", (void *)fake_unmap},
+        {"cuMemAddressFree", (void *)fake_address_free},
+        {"cuMemRelease", (void *)fake_release},
+    };
+    if (vmm_missing && strcmp(symbol, "cuMemCreate") == 0) return NULL;
+    for (size_t i = 0; i < COUNT_OF(table); ++i)
+        if (strcmp(symbol, table[i].name) == 0) return table[i].fn;
+    return NULL;
+}
+
 cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
                                                      unsigned int version,
                                                      unsigned long long flags,
@@ -190,11 +344,36 @@ cudaError_t __wrap_cudaGetDriverEntryPointByVersion(const char *symbol, void **f
     (void)version, (void)flags;
     const cudaError_t err = fake_enter(C_GET_DRIVER_ENTRY_POINT);
     if (err != cudaSuccess) return err;
-    const int known = strcmp(symbol, "cuTensorMapEncodeTiled") == 0;
-    *fn = known ? (void *)fake_encode_tiled : NULL;
-    if (found) *found = known ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
+    void *f = strcmp(symbol, "cuTensorMapEncodeTiled") == 0 ? (void *)fake_encode_tiled
+                                                              : fake_vmm_symbol(symbol);
+    *fn = f;
+    if (found) *found = f ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
     return cudaSuccess;
 }
+
+cudaError_t __wrap_cudaMalloc(void **ptr, size_t bytes)
+{
+    const cudaError_t err = fake_enter(C_MALLOC);
+    if (err != cudaSuccess) return err;
+    (void)bytes;
+    *ptr = aligned_alloc(256, 256); /* a stand-in address; nothing dereferences it */
+    if (!*ptr) return cudaErrorMemoryAllocation;
+    atomic_fetch_add(&live_mallocs, 1);
+    return cudaSuccess;
+}
+
+/* Fails when told to, but frees anyway (as the driver would), so valgrind sees no leak. */
+cudaError_t __wrap_cudaFree(void *ptr)
+{
+    const cudaError_t err = fake_enter(C_FREE);
+    if (ptr) {
+        free(ptr);
+        atomic_fetch_sub(&live_mallocs, 1);
+    }
+    return err;
+}
+
+cudaError_t __wrap_cudaDeviceSynchronize(void) { return fake_enter(C_DEVICE_SYNCHRONIZE); }
 
 cudaError_t __wrap_cudaGetDeviceCount(int *count)
 {
@@ -733,7 +912,7 @@ static void test_plan_raises_the_kernels_smem_limit_once_per_device(void **state
 static void test_plan_on_an_sm86_device_takes_an_sm86_row(void **state)
 {
     (void)state;
-    fake.dev[ORD_SM86] = (fake_device){8, 6, 84, 101376};
+    fake.dev[ORD_SM86] = (fake_device){8, 6, 84, 101376, 0};
     flashbwd_problem p = device_problem(ORD_SM86);
     flashbwd_plan *plan = NULL;
     if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK) fail_msg("%s", flashbwd_last_error());
@@ -760,7 +939,7 @@ static void test_plan_on_a_device_too_small_for_the_split_kernel_runs_the_main_k
             c.split_smem_bytes <= c.smem_bytes)
             continue;
         const int ord = fresh_ordinal();
-        fake.dev[ord] = (fake_device){9, 0, 132, c.smem_bytes};
+        fake.dev[ord] = (fake_device){9, 0, 132, c.smem_bytes, 1};
         flashbwd_problem p = device_problem(ord);
         p.head_dim = dims[i];
         flashbwd_plan *plan = NULL;
@@ -777,7 +956,7 @@ static void test_plan_on_a_device_too_small_for_the_split_kernel_runs_the_main_k
 static void test_plan_on_an_sm75_device_is_not_supported(void **state)
 {
     (void)state;
-    fake.dev[ORD_SM75] = (fake_device){7, 5, 40, 65536};
+    fake.dev[ORD_SM75] = (fake_device){7, 5, 40, 65536, 0};
     flashbwd_problem p = device_problem(ORD_SM75);
     flashbwd_plan *plan = (flashbwd_plan *)&p;
     assert_int_equal(flashbwd_plan_create(&p, &plan), FLASHBWD_ERR_NOT_SUPPORTED);
@@ -1140,6 +1319,261 @@ static void test_destroy_makes_no_cuda_call(void **state)
 }
 
 /* ======================================================================================
+ * flashbwd_workspace_alloc and _free on the fake device and driver
+ * ====================================================================================== */
+
+/* A plan on ORD_GRAPH: prepared, and not the current device (0), so alloc must switch to
+ * it and back. */
+static flashbwd_plan *ws_plan(void)
+{
+    flashbwd_problem p = device_problem(ORD_GRAPH);
+    flashbwd_plan *plan = NULL;
+    if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK) fail_msg("%s", flashbwd_last_error());
+    vmm_fail = NULL, vmm_decline = 0, vmm_missing = 0;
+    for (int d = 0; d < FAKE_DEVICES; ++d) fake.dev[d].compression = 1;
+    fake_zero_counts();
+    return plan;
+}
+
+static void expect_nothing_live(const char *row)
+{
+    if (atomic_load(&live_mallocs) || atomic_load(&live_handles) ||
+        atomic_load(&live_reserved) || atomic_load(&live_mapped))
+        fail_msg("[%s] live after free: %d cudaMalloc, %d handles, %d reservations, %d maps",
+                 row, atomic_load(&live_mallocs), atomic_load(&live_handles),
+                 atomic_load(&live_reserved), atomic_load(&live_mapped));
+}
+
+/* Allocate for plan, expecting success; checks the size, the device restored, and returns
+ * the memory. */
+static void *ws_alloc_ok(flashbwd_plan *plan, const char *row, size_t *bytes, int32_t *compressed)
+{
+    void *ptr = NULL;
+    size_t need = 0;
+    assert_int_equal(flashbwd_plan_workspace_size(plan, &need), FLASHBWD_OK);
+    const int32_t st = flashbwd_workspace_alloc(plan, &ptr, bytes, compressed);
+    if (st != FLASHBWD_OK) fail_msg("[%s] %s: %s", row, flashbwd_status_name(st),
+                                    flashbwd_plan_last_error(plan));
+    if (!ptr || *bytes < need) fail_msg("[%s] %p, %zu bytes of %zu", row, ptr, *bytes, need);
+    if (current_device != 0) fail_msg("[%s] left device %d current", row, current_device);
+    assert_int_equal(flashbwd_plan_set_workspace(plan, ptr, *bytes), FLASHBWD_OK);
+    return ptr;
+}
+
+/* Runs first of the workspace tests: the driver lookup failing (or an old driver) gives
+ * cudaMalloc's memory, and is not remembered: the next allocation finds the driver. */
+static void test_workspace_alloc_without_the_drivers_calls_gives_plain_memory(void **state)
+{
+    (void)state;
+    flashbwd_plan *plan = ws_plan();
+    size_t bytes = 0, need = 0;
+    int32_t compressed = -1;
+    assert_int_equal(flashbwd_plan_workspace_size(plan, &need), FLASHBWD_OK);
+    fake_fail(C_GET_DRIVER_ENTRY_POINT, 1, cudaErrorUnknown);
+    void *a = ws_alloc_ok(plan, "lookup fails", &bytes, &compressed);
+    assert_int_equal(compressed, 0);
+    assert_int_equal(bytes, need);
+    assert_int_equal(atomic_load(&live_mallocs), 1);
+    fake_fail(-1, 0, cudaSuccess);
+    vmm_missing = 1;
+    void *b = ws_alloc_ok(plan, "old driver", &bytes, &compressed);
+    assert_int_equal(compressed, 0);
+    assert_int_equal(atomic_load(&live_mallocs), 2);
+    vmm_missing = 0;
+    void *c = ws_alloc_ok(plan, "driver found", &bytes, &compressed);
+    assert_int_equal(compressed, 1);
+    assert_int_equal(atomic_load(&live_handles), 1);
+    for (void **p = (void *[]){a, b, c, NULL}; *p; ++p)
+        assert_int_equal(flashbwd_workspace_free(*p), FLASHBWD_OK);
+    expect_nothing_live("lookup");
+    flashbwd_plan_destroy(plan);
+}
+
+static void test_workspace_alloc_gives_compressible_memory_on_the_plans_device(void **state)
+{
+    (void)state;
+    flashbwd_plan *plan = ws_plan();
+    size_t bytes = 0, need = 0;
+    int32_t compressed = -1;
+    assert_int_equal(flashbwd_plan_workspace_size(plan, &need), FLASHBWD_OK);
+    void *ws = ws_alloc_ok(plan, "compressible", &bytes, &compressed);
+    assert_int_equal(compressed, 1);
+    assert_true(bytes % FAKE_GRANULARITY == 0 && bytes - need < FAKE_GRANULARITY);
+    assert_int_equal(atomic_load(&live_handles), 1);
+    assert_int_equal(atomic_load(&live_mapped), 1);
+    assert_int_equal(atomic_load(&live_mallocs), 0);
+    assert_int_equal(fake_calls(C_SET_DEVICE), 2); /* to ORD_GRAPH and back */
+    /* compressed may be NULL; the plan's message is cleared by the successful calls */
+    void *ws2 = NULL;
+    assert_int_equal(flashbwd_workspace_alloc(plan, &ws2, &bytes, NULL), FLASHBWD_OK);
+    assert_ptr_not_equal(ws, ws2);
+    assert_string_equal(flashbwd_plan_last_error(plan), "");
+    fake_zero_counts();
+    assert_int_equal(flashbwd_workspace_free(ws), FLASHBWD_OK);
+    assert_int_equal(fake_calls(C_DEVICE_SYNCHRONIZE), 1); /* freed like cudaFree frees */
+    assert_int_equal(current_device, 0);
+    assert_int_equal(flashbwd_workspace_free(ws2), FLASHBWD_OK);
+    expect_nothing_live("compressible");
+    flashbwd_plan_destroy(plan);
+}
+
+static void test_workspace_alloc_without_compression_gives_plain_memory(void **state)
+{
+    (void)state;
+    flashbwd_plan *plan = ws_plan();
+    size_t bytes = 0, need = 0;
+    int32_t compressed = -1;
+    assert_int_equal(flashbwd_plan_workspace_size(plan, &need), FLASHBWD_OK);
+    fake.dev[ORD_GRAPH].compression = 0; /* a device without compute data compression */
+    void *a = ws_alloc_ok(plan, "unsupported", &bytes, &compressed);
+    assert_int_equal(compressed, 0);
+    assert_int_equal(bytes, need);
+    assert_int_equal(atomic_load(&live_mallocs), 1);
+    assert_int_equal(atomic_load(&live_handles), 0);
+    fake.dev[ORD_GRAPH].compression = 1;
+    vmm_decline = 1; /* supported, but this allocation gets none */
+    void *b = ws_alloc_ok(plan, "declined", &bytes, &compressed);
+    assert_int_equal(compressed, 0);
+    assert_int_equal(atomic_load(&live_handles), 1);
+    assert_int_equal(flashbwd_workspace_free(a), FLASHBWD_OK);
+    assert_int_equal(flashbwd_workspace_free(b), FLASHBWD_OK);
+    expect_nothing_live("no compression");
+    flashbwd_plan_destroy(plan);
+}
+
+/* Any driver call failing on the way to compressible memory: plain memory instead, and
+ * what the driver had made is released. */
+static void test_workspace_alloc_falls_back_when_a_driver_call_fails(void **state)
+{
+    (void)state;
+    static const char *const calls_in_order[] = {
+        "cuDeviceGet", "cuDeviceGetAttribute", "cuMemGetAllocationGranularity", "cuMemCreate",
+        "cuMemGetAllocationPropertiesFromHandle", "cuMemAddressReserve", "cuMemMap",
+        "cuMemSetAccess"};
+    flashbwd_plan *plan = ws_plan();
+    for (size_t i = 0; i < COUNT_OF(calls_in_order); ++i) {
+        size_t bytes = 0;
+        int32_t compressed = -1;
+        vmm_fail = calls_in_order[i];
+        void *ws = ws_alloc_ok(plan, vmm_fail, &bytes, &compressed);
+        if (compressed != 0 || atomic_load(&live_mallocs) != 1 || atomic_load(&live_handles) ||
+            atomic_load(&live_reserved) || atomic_load(&live_mapped))
+            fail_msg("[%s fails] compressed %d; live: %d cudaMalloc, %d handles, %d "
+                     "reservations, %d maps", vmm_fail, (int)compressed,
+                     atomic_load(&live_mallocs), atomic_load(&live_handles),
+                     atomic_load(&live_reserved), atomic_load(&live_mapped));
+        assert_int_equal(flashbwd_workspace_free(ws), FLASHBWD_OK);
+        expect_nothing_live(vmm_fail);
+    }
+    flashbwd_plan_destroy(plan);
+}
+
+/* A runtime call of alloc failing: a clean status naming the call and error, *ptr NULL and
+ * *bytes 0, nothing left allocated, the caller's device restored (unless restoring it is
+ * what failed). */
+static void test_workspace_alloc_runtime_failure_gives_a_clean_status(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int call, nth, compression;
+        const char *names;
+    } rows[] = {
+        {"cudaGetDevice", C_GET_DEVICE, 1, 1, "cudaGetDevice failed"},
+        {"cudaSetDevice to the plan's", C_SET_DEVICE, 1, 1, "cudaSetDevice failed"},
+        {"cudaFree(NULL) (context)", C_FREE, 1, 1, "cudaFree(NULL) failed"},
+        {"cudaMalloc", C_MALLOC, 1, 0, "cudaMalloc of a"},
+        {"cudaSetDevice back (compressible)", C_SET_DEVICE, 2, 1, "restoring the caller's"},
+        {"cudaSetDevice back (cudaMalloc)", C_SET_DEVICE, 2, 0, "restoring the caller's"},
+    };
+    for (size_t r = 0; r < COUNT_OF(rows); ++r)
+        for (size_t c = 0; c < COUNT_OF(codes); ++c) {
+            flashbwd_plan *plan = ws_plan();
+            fake.dev[ORD_GRAPH].compression = rows[r].compression;
+            fake_fail(rows[r].call, rows[r].nth, codes[c].err);
+            void *ptr = (void *)plan;
+            size_t bytes = 1;
+            int32_t compressed = -1;
+            const int32_t st = flashbwd_workspace_alloc(plan, &ptr, &bytes, &compressed);
+            fake_fail(-1, 0, cudaSuccess);
+            const char *msg = flashbwd_plan_last_error(plan);
+            char row[128];
+            snprintf(row, sizeof row, "%s: %s", rows[r].name, cudaGetErrorName(codes[c].err));
+            if (st != codes[c].expect)
+                fail_msg("[%s] status %s; expected %s (%s)", row, flashbwd_status_name(st),
+                         flashbwd_status_name(codes[c].expect), msg);
+            if (ptr || bytes || compressed)
+                fail_msg("[%s] failed, but *ptr %p, *bytes %zu, *compressed %d", row, ptr,
+                         bytes, (int)compressed);
+            expect_contains(msg, rows[r].names, row);
+            expect_contains(msg, cudaGetErrorName(codes[c].err), row);
+            if (strcmp(msg, flashbwd_last_error()) != 0)
+                fail_msg("[%s] plan message \"%s\" differs from the thread's \"%s\"", row, msg,
+                         flashbwd_last_error());
+            if (!strstr(rows[r].names, "restoring") && current_device != 0)
+                fail_msg("[%s] the current device is %d after the call", row, current_device);
+            current_device = 0;
+            expect_nothing_live(row);
+            flashbwd_plan_destroy(plan);
+        }
+}
+
+/* Free: a failing synchronize or release still frees everything and forgets the pointer;
+ * a pointer alloc never gave, or gave and was freed, is refused by name. */
+static void test_workspace_free_failures_free_everything_and_name_the_pointer(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        int call;
+        const char *vmm;
+        int compression;
+        const char *names;
+    } rows[] = {
+        {"cudaDeviceSynchronize", C_DEVICE_SYNCHRONIZE, NULL, 1, "cudaDeviceSynchronize failed"},
+        {"cuMemUnmap", -1, "cuMemUnmap", 1, "cuMemUnmap"},
+        {"cuMemRelease", -1, "cuMemRelease", 1, "cuMemRelease"},
+        {"cudaFree", C_FREE, NULL, 0, "cudaFree failed"},
+        {"cudaSetDevice to the memory's", C_SET_DEVICE, NULL, 1, "cudaSetDevice failed"},
+    };
+    for (size_t r = 0; r < COUNT_OF(rows); ++r) {
+        flashbwd_plan *plan = ws_plan();
+        fake.dev[ORD_GRAPH].compression = rows[r].compression;
+        size_t bytes = 0;
+        int32_t compressed = -1;
+        void *ws = ws_alloc_ok(plan, rows[r].name, &bytes, &compressed);
+        fake_zero_counts();
+        if (rows[r].call >= 0) fake_fail(rows[r].call, 1, cudaErrorUnknown);
+        vmm_fail = rows[r].vmm;
+        const int32_t st = flashbwd_workspace_free(ws);
+        fake_fail(-1, 0, cudaSuccess);
+        vmm_fail = NULL;
+        if (rows[r].call == C_SET_DEVICE) { /* nothing could be freed: it stays registered */
+            assert_int_equal(st, FLASHBWD_ERR_CUDA);
+            expect_contains(flashbwd_last_error(), rows[r].names, rows[r].name);
+            assert_int_equal(flashbwd_workspace_free(ws), FLASHBWD_OK);
+        } else {
+            if (st != FLASHBWD_ERR_CUDA)
+                fail_msg("[%s] status %s (%s)", rows[r].name, flashbwd_status_name(st),
+                         flashbwd_last_error());
+            expect_contains(flashbwd_last_error(), rows[r].names, rows[r].name);
+            assert_int_equal(flashbwd_workspace_free(ws), FLASHBWD_ERR_INVALID_VALUE);
+        }
+        assert_int_equal(current_device, 0);
+        expect_nothing_live(rows[r].name);
+        flashbwd_plan_destroy(plan);
+    }
+    int local = 0;
+    char hex[32];
+    snprintf(hex, sizeof hex, "%p", (void *)&local);
+    assert_int_equal(flashbwd_workspace_free(&local), FLASHBWD_ERR_INVALID_VALUE);
+    expect_contains(flashbwd_last_error(), hex, "a foreign pointer");
+    expect_contains(flashbwd_last_error(), "did not come from flashbwd_workspace_alloc",
+                    "a foreign pointer");
+    assert_int_equal(flashbwd_workspace_free(NULL), FLASHBWD_OK);
+}
+
+/* ======================================================================================
  * main: fixed tests, then one test per (call site, error code) and per launch fault
  * ====================================================================================== */
 
@@ -1187,6 +1621,12 @@ int main(void)
         T(test_a_destroyed_plans_graph_is_destroyed_by_the_next_create),
         T(test_execute_on_another_current_device_is_wrong_device),
         T(test_destroy_makes_no_cuda_call),
+        T(test_workspace_alloc_without_the_drivers_calls_gives_plain_memory), /* first alloc */
+        T(test_workspace_alloc_gives_compressible_memory_on_the_plans_device),
+        T(test_workspace_alloc_without_compression_gives_plain_memory),
+        T(test_workspace_alloc_falls_back_when_a_driver_call_fails),
+        T(test_workspace_alloc_runtime_failure_gives_a_clean_status),
+        T(test_workspace_free_failures_free_everything_and_name_the_pointer),
 #undef T
     };
     enum { NAME_BYTES = 192 };

@@ -557,6 +557,66 @@ static void test_gpu_contradictory_lengths_stay_in_bounds(void **state)
     tdata_free(&td);
 }
 
+/* flashbwd_workspace_alloc's memory (compressible where the device has compute data
+ * compression) runs every plan kind: poisoned with garbage first, then two executes, each
+ * against fp64 (the second finds the first's leftovers in the workspace). Then it is freed,
+ * and a second free is refused with a message naming the pointer. */
+static void test_gpu_library_workspace_runs_every_plan_kind(void **state)
+{
+    (void)state;
+    if (!have_gpu()) skip();
+    const tcase cases[] = {
+        {.name = "lib ws bf16 d128 causal", .dtype = BF, .head_dim = 128, .batch = 2, .heads_q = 3, .heads_kv = 3, .seqlen_q = 300, .seqlen_k = 300, .causal = 1},
+        {.name = "lib ws fp16 d64 gqa", .dtype = FP, .head_dim = 64, .batch = 1, .heads_q = 4, .heads_kv = 2, .seqlen_q = 200, .seqlen_k = 1100},
+        {.name = "lib ws bf16 d256 long keys", .dtype = BF, .head_dim = 256, .batch = 1, .heads_q = 2, .heads_kv = 2, .seqlen_q = 129, .seqlen_k = 2100},
+        {.name = "lib ws fp16 d96 det gqa", .dtype = FP, .head_dim = 96, .batch = 2, .heads_q = 2, .heads_kv = 1, .seqlen_q = 77, .seqlen_k = 190},
+    };
+    const size_t ncases = quick() ? 2 : sizeof cases / sizeof cases[0];
+    for (size_t c = 0; c < ncases; ++c) {
+        const tcase *tc = &cases[c];
+        tdata td;
+        assert_int_equal(tdata_make(tc, &td, test_seed() + 11 * c), 0);
+        dev d;
+        dev_upload(&td, &d);
+        flashbwd_problem p = tcase_problem(tc, FLASHBWD_BACKEND_CUDA);
+        p.deterministic = strstr(tc->name, "det") != NULL;
+        flashbwd_plan *plan = NULL;
+        if (flashbwd_plan_create(&p, &plan) != FLASHBWD_OK)
+            fail_msg("%s: plan_create: %s", tc->name, flashbwd_last_error());
+        assert_int_equal(tdata_bind(tc, &td, plan, d.ptr), FLASHBWD_OK);
+        size_t need = 0, got = 0;
+        int32_t compressed = -1;
+        void *ws = NULL;
+        assert_int_equal(flashbwd_plan_workspace_size(plan, &need), FLASHBWD_OK);
+        if (flashbwd_workspace_alloc(plan, &ws, &got, &compressed) != FLASHBWD_OK)
+            fail_msg("%s: workspace_alloc: %s", tc->name, flashbwd_plan_last_error(plan));
+        if (!ws || got < need || (uintptr_t)ws % 256 || (compressed != 0 && compressed != 1))
+            fail_msg("%s: workspace %p of %zu bytes (need %zu), compressed %d", tc->name, ws,
+                     got, need, (int)compressed);
+        CUDA_OK(cudaMemset(ws, 0x7f, got)); /* garbage: the kernels must not rely on zeros */
+        assert_int_equal(flashbwd_plan_set_workspace(plan, ws, got), FLASHBWD_OK);
+        for (int run = 0; run < 2; ++run) {
+            for (int id = FLASHBWD_TENSOR_DQ; id <= FLASHBWD_TENSOR_DV; ++id)
+                CUDA_OK(cudaMemset(d.ptr[id], 0xff, td.t[id].elems * 2));
+            if (flashbwd_execute(plan, NULL) != FLASHBWD_OK)
+                fail_msg("%s: execute: %s", tc->name, flashbwd_plan_last_error(plan));
+            CUDA_OK(cudaDeviceSynchronize());
+            dev_download(&td, &d);
+            check_outputs(tc, &td, compressed ? "compressible ws" : "plain ws");
+        }
+        flashbwd_plan_destroy(plan);
+        assert_int_equal(flashbwd_workspace_free(ws), FLASHBWD_OK);
+        assert_int_equal(flashbwd_workspace_free(ws), FLASHBWD_ERR_INVALID_VALUE);
+        char hex[32];
+        snprintf(hex, sizeof hex, "%p", ws);
+        if (!strstr(flashbwd_last_error(), hex))
+            fail_msg("%s: the second free's message \"%s\" does not name %s", tc->name,
+                     flashbwd_last_error(), hex);
+        dev_free(&d);
+        tdata_free(&td);
+    }
+}
+
 static void test_gpu_execute_on_another_device_is_wrong_device(void **state)
 {
     (void)state;
@@ -589,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_gpu_matches_fp64_for_every_head_dim),
         cmocka_unit_test(test_gpu_deterministic_mode_is_bitwise_reproducible),
         cmocka_unit_test(test_gpu_contradictory_lengths_stay_in_bounds),
+        cmocka_unit_test(test_gpu_library_workspace_runs_every_plan_kind),
         cmocka_unit_test(test_gpu_execute_on_another_device_is_wrong_device),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

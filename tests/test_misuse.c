@@ -301,6 +301,65 @@ static void test_null_arguments_are_null_argument(void **state)
     ready_free(&r);
 }
 
+/* flashbwd_workspace_alloc: NULL arguments and a planning-only plan are refused by name,
+ * with the outputs cleared; on a CPU plan it gives 256-byte aligned host memory that runs
+ * the backward (garbage in it first); free refuses a pointer twice, and a foreign one. */
+static void test_workspace_alloc_misuse_and_the_cpu_backend(void **state)
+{
+    (void)state;
+    ready r;
+    ready_make(&r, &small, 1);
+    void *ws = &r;
+    size_t bytes = 7;
+    int32_t compressed = 5;
+    EXPECT_STATUS(flashbwd_workspace_alloc(NULL, &ws, &bytes, &compressed),
+                  FLASHBWD_ERR_NULL_ARGUMENT);
+    expect_message(NULL, "plan is NULL");
+    assert_null(ws);
+    assert_int_equal(bytes, 0);
+    assert_int_equal(compressed, 0);
+    EXPECT_STATUS(flashbwd_workspace_alloc(r.plan, NULL, &bytes, NULL), FLASHBWD_ERR_NULL_ARGUMENT);
+    expect_message(r.plan, "ptr is NULL");
+    EXPECT_STATUS(flashbwd_workspace_alloc(r.plan, &ws, NULL, NULL), FLASHBWD_ERR_NULL_ARGUMENT);
+    expect_message(r.plan, "bytes is NULL");
+
+    flashbwd_problem p = tcase_problem(&small, FLASHBWD_BACKEND_CUDA);
+    p.arch = 90;
+    p.head_dim = 64;
+    flashbwd_plan *planning = NULL;
+    if (flashbwd_plan_create(&p, &planning) != FLASHBWD_OK)
+        fail_msg("planning-only plan: %s", flashbwd_last_error());
+    ws = &r;
+    EXPECT_STATUS(flashbwd_workspace_alloc(planning, &ws, &bytes, &compressed),
+                  FLASHBWD_ERR_NOT_SUPPORTED);
+    expect_message(planning, "planning-only");
+    assert_null(ws);
+    flashbwd_plan_destroy(planning);
+
+    for (int round = 0; round < 2; ++round) { /* the second finds the first's leftovers */
+        EXPECT_STATUS(flashbwd_workspace_alloc(r.plan, &ws, &bytes, &compressed), FLASHBWD_OK);
+        assert_string_equal(flashbwd_plan_last_error(r.plan), "");
+        if (!ws || (uintptr_t)ws % 256 || bytes < r.ws_bytes || compressed != 0)
+            fail_msg("CPU workspace %p of %zu bytes (need %zu), compressed %d", ws, bytes,
+                     r.ws_bytes, (int)compressed);
+        memset(ws, 0x7f, bytes);
+        EXPECT_STATUS(flashbwd_plan_set_workspace(r.plan, ws, bytes), FLASHBWD_OK);
+        poison_outputs(&r.td);
+        EXPECT_STATUS(flashbwd_execute(r.plan, NULL), FLASHBWD_OK);
+        expect_correct(&r.tc, &r.td);
+        EXPECT_STATUS(flashbwd_plan_set_workspace(r.plan, r.ws, r.ws_bytes), FLASHBWD_OK);
+        EXPECT_STATUS(flashbwd_workspace_free(ws), FLASHBWD_OK);
+    }
+    char hex[32];
+    snprintf(hex, sizeof hex, "%p", ws);
+    EXPECT_STATUS(flashbwd_workspace_free(ws), FLASHBWD_ERR_INVALID_VALUE); /* twice */
+    expect_message(NULL, hex);
+    EXPECT_STATUS(flashbwd_workspace_free(r.ws), FLASHBWD_ERR_INVALID_VALUE); /* malloc's */
+    expect_message(NULL, "did not come from flashbwd_workspace_alloc");
+    EXPECT_STATUS(flashbwd_workspace_free(NULL), FLASHBWD_OK);
+    ready_free(&r);
+}
+
 /* ======================================================================================
  * Overlapping tensors
  * ====================================================================================== */
@@ -734,6 +793,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_cpu_misaligned_pointers_are_misaligned),
         cmocka_unit_test(test_cuda_alignment_rules_apply_on_a_planning_only_plan),
         cmocka_unit_test(test_null_arguments_are_null_argument),
+        cmocka_unit_test(test_workspace_alloc_misuse_and_the_cpu_backend),
         cmocka_unit_test(test_outputs_overlapping_inputs_or_each_other_are_overlap),
         cmocka_unit_test(test_outputs_of_different_extents_overlap_in_either_order),
         cmocka_unit_test(test_inputs_may_alias_inputs_and_fill_output_padding),

@@ -11,7 +11,7 @@ includedir=$3/abi
 
 Name: flashbwd
 Description: FlashAttention backward (uninstalled build in $2)
-Version: 1.0.0
+Version: 1.1.0
 Libs: -L\${libdir} ${4:-}-lflashbwd
 Cflags: -I\${includedir}
 PC
