@@ -3,9 +3,12 @@
  *   flashbwd_bench [--dims 64,128] [--seqlens 512,...,16384] [--causal 0,1] [--dtype bf16|fp16]
  *                  [--kv-heads-div N] [--deterministic 0|1] [--host-costs 0|1] [--iters 30]
  *                  [--window LEFT] [--varlen 0|1] [--heads N] [--batch N]
+ *                  [--workspace library|malloc]
  * --window: a sliding window of LEFT keys (with the causal flag: causal + window; without:
  *   LEFT on both sides). --varlen: packed sequences of mixed lengths (seqlen/4 .. seqlen,
  *   16k tokens in all). Windowed and varlen FLOPs count the visible (query, key) pairs.
+ * --workspace: flashbwd_workspace_alloc's memory (the default: compressible on Hopper), or
+ *   plain cudaMalloc (what sessions before the thirty-fifth timed).
  *
  * Grid: batch·seqlen = 16384 tokens, heads = 2048 / head_dim (FlashAttention's benchmark),
  * or --heads N (how the count of CTAs against the SMs' waves moves the figure), and
@@ -167,6 +170,7 @@ int main(int argc, char **argv)
     int iters = 30, kv_div = 1, deterministic = 0, host_cost = 1, window = -1, varlen = 0;
     int heads = 0; /* 0: 2048 / head_dim */
     int batch = 0; /* 0: 16384 / seqlen */
+    int ws_library = 1, ws_plain_reported = 0;
     int32_t dtype = FLASHBWD_DTYPE_BF16;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--dims")) ndims = parse_list(argv[i + 1], dims, 8);
@@ -180,6 +184,7 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--host-costs")) host_cost = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--window")) window = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--varlen")) varlen = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--workspace")) ws_library = strcmp(argv[i + 1], "malloc") != 0;
         else if (!strcmp(argv[i], "--dtype"))
             dtype = !strcmp(argv[i + 1], "fp16") ? FLASHBWD_DTYPE_FP16 : FLASHBWD_DTYPE_BF16;
         else {
@@ -278,7 +283,14 @@ int main(int argc, char **argv)
                 size_t ws_bytes;
                 void *ws;
                 CHECK(flashbwd_plan_workspace_size(plan, &ws_bytes));
-                CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+                if (ws_library) {
+                    int32_t compressed = 0;
+                    CHECK(flashbwd_workspace_alloc(plan, &ws, &ws_bytes, &compressed));
+                    if (!compressed && !ws_plain_reported++)
+                        fprintf(stderr, "workspace: the library's is not compressible here\n");
+                } else {
+                    CUDA_CHECK(cudaMalloc(&ws, ws_bytes));
+                }
                 CHECK(flashbwd_plan_set_workspace(plan, ws, ws_bytes));
                 cudaEvent_t e0, e1;
                 CUDA_CHECK(cudaEventCreate(&e0));
@@ -306,7 +318,8 @@ int main(int argc, char **argv)
                 CUDA_CHECK(cudaEventDestroy(e1));
                 for (int id = 0; id < 10; ++id) CUDA_CHECK(cudaFree(t[id]));
                 CUDA_CHECK(cudaFree(dcu));
-                CUDA_CHECK(cudaFree(ws));
+                if (ws_library) CHECK(flashbwd_workspace_free(ws));
+                else CUDA_CHECK(cudaFree(ws));
                 free(host), free(lse);
                 flashbwd_plan_destroy(plan);
             }

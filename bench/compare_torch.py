@@ -19,7 +19,12 @@ flashbwd's ratio at short sequences. flashbwd reads either through strides.
 
     python3 bench/compare_torch.py [--lib build/libflashbwd.so] [--dims 64,128]
         [--seqlens 512,...] [--causal 0,1] [--dtype bf16|fp16] [--gqa 1] [--flex]
-        [--layout bshd|bhsd]
+        [--layout bshd|bhsd] [--workspace library|torch]
+
+--workspace: flashbwd's workspace from flashbwd_workspace_alloc (the default; compressible
+memory on Hopper, where the zero fill of the dQ sums costs little DRAM traffic), or a torch
+uint8 tensor from PyTorch's caching allocator (plain device memory, the tables of sessions
+before the thirty-fifth). The peers allocate their own scratch through PyTorch.
 """
 import argparse
 import ctypes
@@ -62,6 +67,10 @@ class FlashBwd:
         L.flashbwd_plan_set_workspace.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
         L.flashbwd_execute.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         L.flashbwd_plan_destroy.argtypes = [ctypes.c_void_p]
+        L.flashbwd_workspace_alloc.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                               ctypes.POINTER(ctypes.c_size_t),
+                                               ctypes.POINTER(ctypes.c_int32)]
+        L.flashbwd_workspace_free.argtypes = [ctypes.c_void_p]
         L.flashbwd_plan_last_error.argtypes = [ctypes.c_void_p]
         L.flashbwd_plan_last_error.restype = ctypes.c_char_p
         L.flashbwd_last_error.restype = ctypes.c_char_p
@@ -107,6 +116,7 @@ def main():
     ap.add_argument("--gqa", type=int, default=1, help="query heads per kv head")
     ap.add_argument("--flex", action="store_true")
     ap.add_argument("--layout", default="bshd", choices=("bshd", "bhsd"))
+    ap.add_argument("--workspace", default="library", choices=("library", "torch"))
     args = ap.parse_args()
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     fb = FlashBwd(args.lib)
@@ -154,8 +164,17 @@ def main():
                     fb.bind(plan, name, t)
                 ws_bytes = ctypes.c_size_t()
                 fb.check(fb.lib.flashbwd_plan_workspace_size(plan, ctypes.byref(ws_bytes)))
-                ws = torch.empty(max(ws_bytes.value, 256), dtype=torch.uint8, device=dev)
-                fb.check(fb.lib.flashbwd_plan_set_workspace(plan, ctypes.c_void_p(ws.data_ptr()), ws_bytes.value), plan)
+                ws_lib, ws = ctypes.c_void_p(), None
+                if args.workspace == "library":
+                    compressed = ctypes.c_int32()
+                    fb.check(fb.lib.flashbwd_workspace_alloc(plan, ctypes.byref(ws_lib), ctypes.byref(ws_bytes),
+                                                             ctypes.byref(compressed)), plan)
+                    row["ws_compressed"] = compressed.value
+                    ws_ptr = ws_lib
+                else:
+                    ws = torch.empty(max(ws_bytes.value, 256), dtype=torch.uint8, device=dev)
+                    ws_ptr = ctypes.c_void_p(ws.data_ptr())
+                fb.check(fb.lib.flashbwd_plan_set_workspace(plan, ws_ptr, ws_bytes.value), plan)
                 stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
 
                 def run_fb():
@@ -203,6 +222,8 @@ def main():
                         row["flex_err"] = str(e)[:300]
                         print(f"flex failed at d={d} causal={causal} s={s}: {row['flex_err']}", flush=True)
                 fb.lib.flashbwd_plan_destroy(plan)
+                if ws_lib.value:
+                    fb.check(fb.lib.flashbwd_workspace_free(ws_lib))
                 rows.append(row)
 
                 def f(x):
