@@ -102,6 +102,20 @@ def c_prototypes(text):
     return protos
 
 
+def c_since(path=HEADER):
+    """{name: (major, minor)} from the "Since: X.Y" in the doc comment directly above each
+    FLASHBWD_API prototype (read from the raw header, comments kept); None where there is
+    none."""
+    with open(path) as f:
+        raw = f.read()
+    since = {}
+    for m in re.finditer(r"(?:/\*((?:(?!\*/).)*)\*/\s*)?FLASHBWD_API\s+[^;{}()]*?\b(flashbwd_\w+)\s*\(",
+                         raw, flags=re.S):
+        s = re.search(r"\bSince:\s*(\d+)\.(\d+)", m.group(1) or "")
+        since[m.group(2)] = (int(s.group(1)), int(s.group(2))) if s else None
+    return since
+
+
 def c_structs(text):
     """{c_name: [(field, base, dims)]} with dims the array extents, e.g. (4, 3)."""
     structs = {}

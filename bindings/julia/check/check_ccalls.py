@@ -10,6 +10,10 @@ For every @ccall/ccall found by tree-sitter (check.mjs), checks that
   - its symbol has a prototype in abi/flashbwd.h, with as many parameters as the call has
     arguments, and every argument and the return type have the C type's meaning
     (Int32 for int32_t, Ref{Problem} for const flashbwd_problem *, ...);
+  - the library exports it in the version node its header comment's "Since: X.Y" names
+    (FLASHBWD_X.Y), and X.Y is not newer than the header version the package mirrors
+    (FLASHBWD_VERSION_MAJOR/MINOR in the Julia package): FlashBwd.__init__ accepts any
+    library of that version or newer, so a newer symbol could be missing at run time;
 and that every function of the header is wrapped by at least one call (unless --partial).
 Prints one line per problem and exits 1 if there is any. Python 3 standard library only.
 """
@@ -24,13 +28,18 @@ import abi_model  # noqa: E402
 
 
 def exported_symbols(library):
+    """{name: version node or None} of the library's defined dynamic functions; the node of
+    `name@@FLASHBWD_1.1` (the default version, what dlsym and ccall bind to) is
+    FLASHBWD_1.1."""
     out = subprocess.run(["nm", "-D", "--defined-only", library], capture_output=True,
                          text=True, check=True).stdout
-    names = set()
+    names = {}
     for line in out.splitlines():
         parts = line.split()
         if len(parts) == 3 and parts[1] in "TtWi":
-            names.add(parts[2].split("@")[0])
+            name, _, node = parts[2].partition("@@")
+            if node or "@" not in name:
+                names[name] = node or None
     return names
 
 
@@ -41,9 +50,10 @@ def soname(library):
     return m.group(1) if m else None
 
 
-def check(calls, library, header_path, partial, lib_constant):
+def check(calls, library, header_path, partial, lib_constant, package_version):
     problems = []
     protos = abi_model.c_prototypes(abi_model.read_header(header_path))
+    since = abi_model.c_since(header_path)
     exported = exported_symbols(library)
     name = soname(library)
     if lib_constant != name:
@@ -58,6 +68,22 @@ def check(calls, library, header_path, partial, lib_constant):
         if c["symbol"] not in protos:
             problems.append(f"{at}: no prototype in {header_path}")
             continue
+        version = since.get(c["symbol"])
+        if version is None:
+            problems.append(f"{at}: no \"Since: X.Y\" in its comment in {header_path}")
+        else:
+            node = "FLASHBWD_%d.%d" % version
+            got = exported.get(c["symbol"], node)
+            if got != node:
+                problems.append(f"{at}: exported "
+                                f"{'in version node ' + got if got else 'without a version node'}"
+                                f", but the header says Since: {version[0]}.{version[1]} "
+                                f"({node})")
+            if version > package_version:
+                problems.append(f"{at}: since {version[0]}.{version[1]}, but the package "
+                                f"mirrors header {package_version[0]}.{package_version[1]} "
+                                f"and so loads libraries that lack it; raise "
+                                f"FLASHBWD_VERSION_MINOR")
         (ret, params) = protos[c["symbol"]]
         if len(c["args"]) != len(params):
             problems.append(f"{at}: {len(c['args'])} arguments, but the header declares "
@@ -89,14 +115,26 @@ def main():
                     help="do not require a wrapper for every header function")
     ap.add_argument("--lib-constant", default=None,
                     help="value of the Julia constant libflashbwd (default: read the package)")
+    ap.add_argument("--package-version", default=None,
+                    help="MAJOR.MINOR of the header the package mirrors (default: read "
+                         "FLASHBWD_VERSION_MAJOR/MINOR from the package)")
     ap.add_argument("ccalls", help="JSON from `node check.mjs ccalls`")
     args = ap.parse_args()
     with open(args.ccalls) as f:
         calls = json.load(f)
+    decls = None
     lib_constant = args.lib_constant
     if lib_constant is None:
-        lib_constant = ast_string(abi_model.julia_decls()["consts"].get("libflashbwd", ""))
-    problems = check(calls, args.library, args.header, args.partial, lib_constant)
+        decls = decls or abi_model.julia_decls()
+        lib_constant = ast_string(decls["consts"].get("libflashbwd", ""))
+    if args.package_version is None:
+        decls = decls or abi_model.julia_decls()
+        consts = abi_model.julia_constants(decls["consts"])
+        package_version = (consts["FLASHBWD_VERSION_MAJOR"], consts["FLASHBWD_VERSION_MINOR"])
+    else:
+        package_version = tuple(int(x) for x in args.package_version.split("."))
+    problems = check(calls, args.library, args.header, args.partial, lib_constant,
+                     package_version)
     for p in problems:
         print(p)
     symbols = sorted({c["symbol"] for c in calls})

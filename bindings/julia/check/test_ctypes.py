@@ -9,7 +9,11 @@ only, no numpy):
   - the README example, run on the CPU backend with the README's sizes, the memory layout of
     the Julia arrays and the strides set_tensor! passes (Julia's own, reversed), compared
     with an independent float64 reference; plus a strided-view/bf16 case and a
-    variable-length case the same way; and the README's error message.
+    variable-length case the same way; and the README's error message;
+  - the workspace of ABI 1.1 the way FlashBwd.Workspace uses it (workspace.jl): the README's
+    plan example on memory from flashbwd_workspace_alloc, bound, executed and compared with
+    the same reference, then freed once by flashbwd_workspace_free, which refuses a second
+    free (what destroy! and the finalizer rely on) and memory it never gave.
 
     FLASHBWD_LIB=build/libflashbwd.so.1 python3 test_ctypes.py -v
 """
@@ -56,9 +60,11 @@ def ctypes_struct(name, julia_fields):
     return type(name, (ctypes.Structure,), {"_fields_": fields})
 
 
-def declare(lib):
+def signatures():
+    """The ctypes prototype of every function this test calls (checked against the header
+    by TestMirror.test_ctypes_declarations_match_the_header)."""
     c = ctypes
-    sig = {
+    return {
         "flashbwd_version": (c.c_uint32, []),
         "flashbwd_status_name": (c.c_char_p, [c.c_int32]),
         "flashbwd_status_string": (c.c_char_p, [c.c_int32]),
@@ -73,8 +79,15 @@ def declare(lib):
         "flashbwd_plan_last_error": (c.c_char_p, [c.c_void_p]),
         "flashbwd_last_error": (c.c_char_p, []),
         "flashbwd_struct_size": (c.c_size_t, [c.c_int32]),
+        # Since 1.1
+        "flashbwd_workspace_alloc": (c.c_int32, [c.c_void_p, c.POINTER(c.c_void_p),
+                                                 c.POINTER(c.c_size_t), c.POINTER(c.c_int32)]),
+        "flashbwd_workspace_free": (c.c_int32, [c.c_void_p]),
     }
-    for name, (res, args) in sig.items():
+
+
+def declare(lib):
+    for name, (res, args) in signatures().items():
         fn = getattr(lib, name)
         fn.restype, fn.argtypes = res, args
 
@@ -256,16 +269,36 @@ def rel_frobenius(got, want):
 # The library driven the way FlashBwd.backward! drives it
 # ======================================================================================
 
-def run_backward(problem_fields, bound):
-    """plan_create with a Problem built like FlashBwd.Problem(; ...), set_tensor! for every
-    (id, JuliaArray) in bound, workspace, execute, destroy.
-    Returns (status, message, (info, workspace_size))."""
+def make_problem(problem_fields):
+    """A Problem built like FlashBwd.Problem(; ...)."""
     p = Problem()   # zeroed, like the keyword constructor's defaults
     p.struct_size = J_CONST["FLASHBWD_PROBLEM_STRUCT_SIZE"]
     known = {f for f, _ in Problem._fields_}
     for name, value in problem_fields.items():
         assert name in known, f"Problem has no field {name}"
         setattr(p, name, value)
+    return p
+
+
+def library_workspace(plan):
+    """FlashBwd.Workspace(plan) for a CPU plan (workspace.jl): flashbwd_workspace_alloc with
+    the out-arguments as the Julia Refs pass them. Returns (status, record); the record has
+    the memory's ptr (an int, 0 for NULL), bytes and compressed."""
+    ptr, nbytes = ctypes.c_void_p(0x5A5A), ctypes.c_size_t(12345)
+    compressed = ctypes.c_int32(7)   # not 0 or 1: the library must write it
+    status = LIB.flashbwd_workspace_alloc(plan, ctypes.byref(ptr), ctypes.byref(nbytes),
+                                          ctypes.byref(compressed))
+    return status, dict(ptr=ptr.value or 0, bytes=nbytes.value, compressed=compressed.value)
+
+
+def run_backward(problem_fields, bound, workspace="array"):
+    """plan_create with a Problem built like FlashBwd.Problem(; ...), set_tensor! for every
+    (id, JuliaArray) in bound, workspace, execute, destroy.
+    workspace="array": a caller-allocated buffer bound when the plan needs one, as backward!
+    does; "library": Workspace(plan) then set_workspace!(plan, ws), left allocated (the
+    caller frees it, after the plan is gone: the memory is not the plan's).
+    Returns (status, message, (info, workspace_size, library_workspace_record or None))."""
+    p = make_problem(problem_fields)
     plan = ctypes.c_void_p()
     status = LIB.flashbwd_plan_create(ctypes.byref(p), ctypes.byref(plan))
     if status != 0:
@@ -279,16 +312,29 @@ def run_backward(problem_fields, bound):
                 return status, LIB.flashbwd_plan_last_error(plan).decode(), None
         size = ctypes.c_size_t()
         assert LIB.flashbwd_plan_workspace_size(plan, ctypes.byref(size)) == 0
-        workspace = (ctypes.c_float * max(1, (size.value + 3) // 4))()
-        if size.value:
-            assert LIB.flashbwd_plan_set_workspace(plan, workspace, size.value) == 0
+        record = None
+        if workspace == "library":
+            status, record = library_workspace(plan)
+            if status != 0:
+                return status, LIB.flashbwd_plan_last_error(plan).decode(), None
+            # set_workspace!(plan, ws) binds even a NULL, 0-byte workspace
+            status = LIB.flashbwd_plan_set_workspace(plan, record["ptr"], record["bytes"])
+            if status != 0:
+                LIB.flashbwd_workspace_free(record["ptr"])
+                return status, LIB.flashbwd_plan_last_error(plan).decode(), None
+        else:
+            buf = (ctypes.c_float * max(1, (size.value + 3) // 4))()
+            if size.value:
+                assert LIB.flashbwd_plan_set_workspace(plan, buf, size.value) == 0
         status = LIB.flashbwd_execute(plan, None)
         if status != 0:
+            if record:
+                LIB.flashbwd_workspace_free(record["ptr"])
             return status, LIB.flashbwd_plan_last_error(plan).decode(), None
         info = PlanInfo()
         info.struct_size = J_CONST["FLASHBWD_PLAN_INFO_STRUCT_SIZE"]
         assert LIB.flashbwd_plan_get_info(plan, ctypes.byref(info)) == 0
-        return 0, "", (info, size.value)
+        return 0, "", (info, size.value, record)
     finally:
         LIB.flashbwd_plan_destroy(plan)
 
@@ -371,10 +417,42 @@ class TestMirror(unittest.TestCase):
         self.assertEqual(runtime // 10000, compiled // 10000)
         self.assertGreaterEqual(runtime, compiled)
 
+    def test_ctypes_declarations_match_the_header(self):
+        # This test stands in for the Julia ccalls, so its own prototypes must be the header's
+        # (check_ccalls.py holds the Julia ones to the same standard), for every function.
+        protos = abi_model.c_prototypes(HEADER)
+        sigs = signatures()
+        self.assertEqual(sorted(sigs), sorted(protos), "functions declared here vs header")
+        for name, (res, args) in sigs.items():
+            ret, params = protos[name]
+            self.assertTrue(abi_model.c_matches_julia(ret, ctypes_meaning(res)),
+                            f"{name}: returns {res}, header {ret}")
+            self.assertEqual(len(args), len(params), f"{name}: argument count")
+            for i, (arg, param) in enumerate(zip(args, params), start=1):
+                self.assertTrue(abi_model.c_matches_julia(param, ctypes_meaning(arg)),
+                                f"{name}: argument {i} is {arg}, header {param}")
+
     def test_status_names_match_the_julia_constant_names(self):
         for name, value in J_CONST.items():
             if name.startswith("FLASHBWD_ERR_") or name == "FLASHBWD_OK":
                 self.assertEqual(LIB.flashbwd_status_name(value).decode(), name)
+
+
+def ctypes_meaning(t):
+    """('C base', pointer_depth) of a ctypes type, as abi_model.julia_type gives for Julia."""
+    c = ctypes
+    if t is None:
+        return ("void", 0)
+    if t is c.c_void_p:
+        return ("void", 1)
+    if t is c.c_char_p:
+        return ("char", 1)
+    if isinstance(t, type) and issubclass(t, c._Pointer):
+        base, depth = ctypes_meaning(t._type_)
+        return (base, depth + 1)
+    bases = {c.c_int32: "int32_t", c.c_uint32: "uint32_t", c.c_int64: "int64_t",
+             c.c_size_t: "size_t", Problem: "flashbwd_problem", PlanInfo: "flashbwd_plan_info"}
+    return (bases[t], 0)
 
 
 class TestLoading(unittest.TestCase):
@@ -409,10 +487,13 @@ class TestLoading(unittest.TestCase):
                               "was not the only way to find it")
 
 
-class TestExamples(unittest.TestCase):
+class BackwardCase:
+    """run_case: one backward pass through the library checked against the reference."""
 
     def run_case(self, kind, d, hq, hkv, seqs, varlen, causal=False, window=None, scale=0.0,
-                 permute=False, tol=None):
+                 permute=False, tol=None, workspace_kind="array"):
+        """Returns run_backward's library workspace record (workspace_kind="library"), still
+        allocated, after the comparison."""
         rng = random.Random(SEED + d * 1000 + hq)
         b = len(seqs)
         sq = max(s for s, _ in seqs)
@@ -486,8 +567,9 @@ class TestExamples(unittest.TestCase):
             bound[J_CONST["FLASHBWD_TENSOR_CU_SEQLENS_K"]] = cu_k
             fields.update(total_q=qd[2], total_k=kd[2])
 
-        status, message, (info, workspace) = run_backward(fields, bound)
+        status, message, result = run_backward(fields, bound, workspace_kind)
         self.assertEqual(status, 0, message)
+        info, workspace, record = result
         # PlanInfo read through the Julia layout: fields land where the library wrote them.
         self.assertEqual(info.struct_size, J_CONST["FLASHBWD_PLAN_INFO_STRUCT_SIZE"])
         self.assertEqual(info.backend, J_CONST["FLASHBWD_BACKEND_CPU"])
@@ -507,6 +589,10 @@ class TestExamples(unittest.TestCase):
             self.assertTrue(all(math.isfinite(x) for x in g), f"{name}: NaN/Inf or unwritten")
             err = rel_frobenius(g, w)
             self.assertLess(err, tol, f"{name}: relative Frobenius error {err:.2e}")
+        return record
+
+
+class TestExamples(BackwardCase, unittest.TestCase):
 
     def test_readme_example_matches_float64_reference(self):
         (d, hq, hkv, sq, sk, b), causal, _ = readme_example()
@@ -529,6 +615,107 @@ class TestExamples(unittest.TestCase):
         self.assertEqual(LIB.flashbwd_status_name(got_status).decode(), name)
         # FlashBwdError keeps the library's message minus its "NAME: " prefix (errors.jl).
         self.assertEqual(got_message, f"{name}: {message}")
+
+
+
+class TestWorkspace(BackwardCase, unittest.TestCase):
+    """ABI 1.1 as FlashBwd.Workspace drives it (workspace.jl), on the CPU backend:
+    Workspace(plan), set_workspace!(plan, ws), execute!(plan), destroy!(ws)."""
+
+    def cpu_plan(self, **fields):
+        (d, hq, hkv, sq, sk, b), causal, _ = readme_example()
+        base = dict(backend=J_CONST["FLASHBWD_BACKEND_CPU"], dtype=J_CONST["FLASHBWD_DTYPE_FP16"],
+                    head_dim=d, batch=b, heads_q=hq, heads_kv=hkv, seqlen_q=sq, seqlen_k=sk,
+                    causal=int(causal))
+        base.update(fields)
+        p = make_problem(base)
+        plan = ctypes.c_void_p()
+        status = LIB.flashbwd_plan_create(ctypes.byref(p), ctypes.byref(plan))
+        self.assertEqual(status, 0, LIB.flashbwd_last_error().decode())
+        self.addCleanup(LIB.flashbwd_plan_destroy, plan)
+        return plan
+
+    def workspace_size(self, plan):
+        size = ctypes.c_size_t()
+        self.assertEqual(LIB.flashbwd_plan_workspace_size(plan, ctypes.byref(size)), 0)
+        return size.value
+
+    def assert_refused_free(self, ptr):
+        """flashbwd_workspace_free(ptr) for memory that is not (or no longer) the library's:
+        FLASHBWD_ERR_INVALID_VALUE, with a thread message naming the pointer."""
+        status = LIB.flashbwd_workspace_free(ptr)
+        self.assertEqual(status, J_CONST["FLASHBWD_ERR_INVALID_VALUE"])
+        self.assertEqual(status, 3)
+        message = LIB.flashbwd_last_error().decode()
+        self.assertTrue(message.startswith("FLASHBWD_ERR_INVALID_VALUE: "), message)
+        self.assertIn(hex(ptr), message, "the message does not name the pointer")   # %p
+
+    def test_readme_plan_example_uses_a_library_workspace(self):
+        with open(README) as f:
+            text = f.read()
+        self.assertRegex(text, r"(?m)^ws = Workspace\(plan\).*\n"
+                               r"set_workspace!\(plan, ws\).*\n"
+                               r"execute!\(plan\).*\n(?:.*\n)*?destroy!\(ws\)",
+                         "README's plan example no longer runs the sequence tested here")
+
+    def test_readme_example_on_a_library_workspace_then_free_once(self):
+        (d, hq, hkv, sq, sk, b), causal, _ = readme_example()
+        # Allocate for the plan, bind, execute, compare with the float64 reference; the plan
+        # is destroyed by then, and the memory is still the caller's.
+        ws = self.run_case("fp16", d, hq, hkv, [(sq, sk)] * b, varlen=False, causal=causal,
+                           workspace_kind="library")
+        plan = self.cpu_plan()
+        size = self.workspace_size(plan)
+        self.assertGreater(size, 0)
+        self.assertNotEqual(ws["ptr"], 0)
+        self.assertGreaterEqual(ws["bytes"], size, "smaller than flashbwd_plan_workspace_size")
+        self.assertEqual(ws["compressed"], 0, "host memory is never compressible")
+        self.assertEqual(ws["ptr"] % 256, 0, "CPU workspace not 256-byte aligned")
+        # destroy!(ws): freed once ...
+        self.assertEqual(LIB.flashbwd_workspace_free(ws["ptr"]), J_CONST["FLASHBWD_OK"])
+        # ... and a second free is refused rather than freeing again.
+        self.assert_refused_free(ws["ptr"])
+
+    def test_memory_outlives_its_plan_and_fits_another_plan_of_the_problem(self):
+        # backward!(...; workspace=ws) binds a Workspace to a fresh plan of the same problem.
+        first = self.cpu_plan()
+        status, ws = library_workspace(first)
+        self.assertEqual(status, 0, LIB.flashbwd_plan_last_error(first).decode())
+        self.assertEqual(LIB.flashbwd_plan_last_error(first).decode(), "")
+        LIB.flashbwd_plan_destroy(first)   # the cleanup's destroy is then a second, of a
+        first.value = None                 # NULL plan: a no-op
+        second = self.cpu_plan()
+        self.assertEqual(LIB.flashbwd_plan_set_workspace(second, ws["ptr"], ws["bytes"]), 0,
+                         LIB.flashbwd_plan_last_error(second).decode())
+        self.assertEqual(LIB.flashbwd_plan_set_workspace(second, None, 0), 0)   # unbind
+        self.assertEqual(LIB.flashbwd_workspace_free(ws["ptr"]), 0)
+
+    def test_compressed_may_be_null(self):
+        # the raw wrapper flashbwd_workspace_alloc passes `compressed` as a Ptr{Int32}
+        plan = self.cpu_plan()
+        ptr, nbytes = ctypes.c_void_p(), ctypes.c_size_t()
+        self.assertEqual(LIB.flashbwd_workspace_alloc(plan, ctypes.byref(ptr),
+                                                      ctypes.byref(nbytes), None), 0)
+        self.assertGreaterEqual(nbytes.value, self.workspace_size(plan))
+        self.assertEqual(LIB.flashbwd_workspace_free(ptr.value), 0)
+
+    def test_free_of_null_is_a_no_op(self):
+        # destroy! of a Workspace whose plan needed no memory (ptr NULL, bytes 0)
+        self.assertEqual(LIB.flashbwd_workspace_free(None), J_CONST["FLASHBWD_OK"])
+
+    def test_free_refuses_memory_the_library_did_not_allocate(self):
+        buf = (ctypes.c_float * 64)(*range(64))
+        self.assert_refused_free(ctypes.addressof(buf))
+        self.assertEqual(list(buf), [float(i) for i in range(64)], "foreign memory touched")
+
+    def test_failed_allocation_names_the_null_argument_and_gives_nothing(self):
+        plan = self.cpu_plan()
+        ptr = ctypes.c_void_p(0x5A5A)
+        status = LIB.flashbwd_workspace_alloc(plan, ctypes.byref(ptr), None, None)
+        self.assertEqual(status, J_CONST["FLASHBWD_ERR_NULL_ARGUMENT"])
+        self.assertIsNone(ptr.value, "*ptr must be NULL on failure")
+        # Workspace(plan) reports failures through check(plan, status): the plan's message
+        self.assertIn("bytes is NULL", LIB.flashbwd_plan_last_error(plan).decode())
 
 
 if __name__ == "__main__":

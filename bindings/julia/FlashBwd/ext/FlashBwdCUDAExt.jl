@@ -10,10 +10,10 @@ module FlashBwdCUDAExt
 using CUDA
 using CUDA: CuPtr, CuStream, AnyCuArray
 using FlashBwd
-using FlashBwd: Plan, libflashbwd, check
+using FlashBwd: Plan, Workspace, libflashbwd, check
 
 # ======================================================================================
-# The three C functions that take device memory or a stream, with device-typed arguments
+# The C functions that take or give device memory or a stream, with device-typed arguments
 # ======================================================================================
 
 cuda_set_tensor(plan, id, ptr, strides, num_strides) =
@@ -26,6 +26,14 @@ cuda_set_workspace(plan, ptr, bytes) =
 
 cuda_execute(plan, stream) =
     @ccall libflashbwd.flashbwd_execute(plan::Ptr{Cvoid}, stream::CUDA.CUstream)::Int32
+
+# Since 1.1: a CUDA plan's workspace is device memory, so it comes back as a CuPtr.
+cuda_workspace_alloc(plan, ptr, bytes, compressed) =
+    @ccall libflashbwd.flashbwd_workspace_alloc(plan::Ptr{Cvoid}, ptr::Ref{CuPtr{Cvoid}},
+                                                bytes::Ref{Csize_t},
+                                                compressed::Ptr{Int32})::Int32
+
+cuda_workspace_free(ptr) = @ccall libflashbwd.flashbwd_workspace_free(ptr::CuPtr{Cvoid})::Int32
 
 # ======================================================================================
 # The low-level API on device memory
@@ -58,10 +66,29 @@ end
 Enqueue the plan's kernels on `stream` (e.g. `CUDA.stream()`); returns without waiting.
 """
 function FlashBwd.execute!(plan::Plan, stream::CuStream)
+    FlashBwd.check_bound_workspace(plan)
     CUDA.prepare_cuda_state()   # the task's context current on this thread
     check(plan, cuda_execute(plan, stream))
     return plan
 end
+
+# ======================================================================================
+# Workspace (since 1.1): device memory on the plan's device, compressible where the GPU
+# supports it. Synchronous like cudaMalloc; the library selects the plan's device itself
+# and leaves the caller's current.
+# ======================================================================================
+
+function FlashBwd.library_workspace(::Val{FlashBwd.FLASHBWD_BACKEND_CUDA}, plan::Plan)
+    CUDA.prepare_cuda_state()
+    ptr, bytes, compressed = Ref{CuPtr{Cvoid}}(CuPtr{Cvoid}(0)), Ref{Csize_t}(0), Ref{Int32}(0)
+    check(plan, cuda_workspace_alloc(plan, ptr, bytes, compressed))
+    return Workspace{CuPtr{Cvoid}}(ptr[], bytes[], compressed[] != 0,
+                                   FlashBwd.FLASHBWD_BACKEND_CUDA, plan.problem.device)
+end
+
+# Also the finalizer's: no Julia-side CUDA state is touched (a finalizer runs inside whatever
+# task triggered the collection); the library switches to the memory's device and back.
+FlashBwd.free_workspace_memory(ptr::CuPtr{Cvoid}) = cuda_workspace_free(ptr)
 
 # ======================================================================================
 # backward! hooks (see src/backward.jl)

@@ -4,7 +4,8 @@
 Julia bindings of flashbwd, the FlashAttention backward pass (dQ, dK, dV) behind a stable
 C ABI (`libflashbwd.so.1`). [`backward!`](@ref) runs it on host arrays (the CPU reference
 backend) or, with CUDA.jl loaded, on `CuArray`s; [`Plan`](@ref) and its functions expose the
-plan-once, execute-many C API. Set `ENV["FLASHBWD_LIB"]` to the library's path before
+plan-once, execute-many C API, and [`Workspace`](@ref) the library's own workspace allocator
+(flashbwd 1.1). Set `ENV["FLASHBWD_LIB"]` to the library's path before
 `using FlashBwd` when it is not on the loader's search path.
 """
 module FlashBwd
@@ -12,11 +13,12 @@ module FlashBwd
 using Libdl
 
 export backward!, Problem, PlanInfo, Plan, FlashBwdError, destroy!, set_tensor!,
-       workspace_size, set_workspace!, execute!, plan_info
+       workspace_size, set_workspace!, execute!, plan_info, Workspace
 
 include("libflashbwd.jl")
 include("errors.jl")
 include("plan.jl")
+include("workspace.jl")
 include("backward.jl")
 
 # ======================================================================================

@@ -43,7 +43,8 @@ keys `[i + sk - sq - left, i + sk - sq + right]` (-1 = unbounded); `softmax_scal
 0 means `1/sqrt(head_dim)`; `softcap` 0 is off; `deterministic` gives bitwise-identical
 results run to run; `alibi_slopes` is `(heads_q,)` or `(heads_q, batch)` `Float32`.
 `workspace` reuses scratch memory of at least the plan's [`workspace_size`](@ref) instead
-of allocating it per call.
+of allocating it per call: an array of the arrays' kind, or a [`Workspace`](@ref) allocated
+for a plan of the same problem (the memory the library runs fastest with; flashbwd 1.1).
 
 Throws [`FlashBwdError`](@ref) with the library's message when the library rejects the
 problem, and `ArgumentError`/`DimensionMismatch` when the arrays disagree with each other.

@@ -22,11 +22,12 @@ applies: `LD_LIBRARY_PATH`, the ldconfig cache, Julia's `Libdl.DL_LOAD_PATH`.
 const libflashbwd = "libflashbwd.so.1"
 
 # ======================================================================================
-# Versions (the header this package mirrors)
+# Versions (the header this package mirrors: 1.1, so __init__ refuses a 1.0 library, which
+# lacks the FLASHBWD_1.1 functions flashbwd_workspace_alloc and flashbwd_workspace_free)
 # ======================================================================================
 
 const FLASHBWD_VERSION_MAJOR = Int32(1)
-const FLASHBWD_VERSION_MINOR = Int32(0)
+const FLASHBWD_VERSION_MINOR = Int32(1)
 const FLASHBWD_VERSION_PATCH = Int32(0)
 const FLASHBWD_VERSION = Int32(FLASHBWD_VERSION_MAJOR * 10000 + FLASHBWD_VERSION_MINOR * 100 +
                                FLASHBWD_VERSION_PATCH)
@@ -216,6 +217,20 @@ flashbwd_plan_workspace_size(plan, bytes) =
 flashbwd_plan_set_workspace(plan, ptr, bytes) =
     @ccall libflashbwd.flashbwd_plan_set_workspace(plan::Ptr{Cvoid}, ptr::Ptr{Cvoid},
                                                    bytes::Csize_t)::Int32
+
+# Since 1.1 (node FLASHBWD_1.1). `ptr` receives host memory (a CPU plan's workspace); the
+# CUDA extension has a CuPtr twin of this and of flashbwd_workspace_free for device memory.
+# `compressed` may be C_NULL.
+flashbwd_workspace_alloc(plan, ptr, bytes, compressed) =
+    @ccall libflashbwd.flashbwd_workspace_alloc(plan::Ptr{Cvoid}, ptr::Ref{Ptr{Cvoid}},
+                                                bytes::Ref{Csize_t},
+                                                compressed::Ptr{Int32})::Int32
+
+# Since 1.1. Host memory is freed with no CUDA call (NULL is a no-op): safe in a finalizer,
+# on any thread. A pointer it never gave, or gave and already took back, is refused with
+# FLASHBWD_ERR_INVALID_VALUE rather than freed.
+flashbwd_workspace_free(ptr) =
+    @ccall libflashbwd.flashbwd_workspace_free(ptr::Ptr{Cvoid})::Int32
 
 flashbwd_execute(plan, stream) =
     @ccall libflashbwd.flashbwd_execute(plan::Ptr{Cvoid}, stream::Ptr{Cvoid})::Int32

@@ -13,7 +13,8 @@ Validate `problem` and build a plan for it (`flashbwd_plan_create`). Throws a
 destroyed by the garbage collector, or at once by [`destroy!`](@ref).
 
 Then bind tensors with [`set_tensor!`](@ref), scratch memory with [`set_workspace!`](@ref)
-(size from [`workspace_size`](@ref)), and run [`execute!`](@ref) as often as needed.
+(a [`Workspace`](@ref)`(plan)`, or an array of [`workspace_size`](@ref) bytes), and run
+[`execute!`](@ref) as often as needed.
 """
 mutable struct Plan
     handle::Ptr{Cvoid}
@@ -154,7 +155,8 @@ end
 Bind scratch memory of at least [`workspace_size`](@ref) bytes: a dense array (an `Array`
 for a CPU plan; a `CuArray` for a CUDA plan, which needs 256-byte alignment, as fresh
 allocations have, and rejects other pointers with `FLASHBWD_ERR_MISALIGNED`) that the plan
-keeps alive, or a raw pointer and size. Two executes in flight at once need different
+keeps alive, or a raw pointer and size. A [`Workspace`](@ref) (since flashbwd 1.1) is the
+memory the library itself would choose. Two executes in flight at once need different
 workspaces.
 """
 function set_workspace!(plan::Plan, W::DenseArray)
@@ -181,6 +183,7 @@ ignores `stream`. A CUDA plan enqueues its kernels on `stream` (a raw `cudaStrea
 CUDA.jl loaded a `CuStream` such as `CUDA.stream()`) and returns without waiting.
 """
 function execute!(plan::Plan, stream::Ptr{Cvoid}=C_NULL)
+    check_bound_workspace(plan)
     check(plan, flashbwd_execute(plan, stream))
     return plan
 end
