@@ -8,11 +8,14 @@
 //! aliases anything else; each slice is checked to hold every element its shape and strides
 //! reach before the library sees it; and everything bound before the binding began is
 //! unbound first, so an execute never reaches a pointer the binding did not receive (even
-//! if an earlier binding was leaked with `mem::forget` and never unbound itself).
+//! if an earlier binding was leaked with `mem::forget` and never unbound itself). A caller's
+//! [`Workspace`] is borrowed exclusively for `'b` like an output, and only one of the CPU
+//! backend's (host memory) is accepted.
 
 use crate::error::{Error, Result, Status};
 use crate::plan::{DevicePtr, Plan, Stream};
 use crate::problem::{Backend, ElementKind, TensorId};
+use crate::workspace::Workspace;
 use std::alloc::{self, Layout};
 use std::marker::PhantomData;
 
@@ -44,11 +47,23 @@ impl HostElement for i32 {
 /// Bind every input with [`input`](HostBinding::input) and every output with
 /// [`output`](HostBinding::output) (strided variants take explicit element strides), then
 /// [`execute`](HostBinding::execute). The outputs can be read once the binding is dropped,
-/// which also unbinds everything from the plan.
+/// which also unbinds everything from the plan. The workspace is the binding's own (host
+/// memory it allocates on first execute) unless one is given with
+/// [`workspace`](HostBinding::workspace).
 pub struct HostBinding<'p, 'b> {
     plan: &'p mut Plan,
-    workspace: Option<Workspace>,
+    scratch: Scratch,
     _data: PhantomData<&'b mut [u8]>,
+}
+
+/// The workspace a binding executes with.
+enum Scratch {
+    /// None yet: execute allocates one and keeps it.
+    None,
+    /// The binding's own, kept for later executes.
+    Owned(HostWorkspace),
+    /// The caller's, from [`HostBinding::workspace`], bound to the plan and borrowed for 'b.
+    Caller,
 }
 
 impl<'p, 'b> HostBinding<'p, 'b> {
@@ -62,7 +77,7 @@ impl<'p, 'b> HostBinding<'p, 'b> {
                 ),
             ));
         }
-        let mut binding = HostBinding { plan, workspace: None, _data: PhantomData };
+        let mut binding = HostBinding { plan, scratch: Scratch::None, _data: PhantomData };
         binding.unbind_all()?;
         Ok(binding)
     }
@@ -77,6 +92,52 @@ impl<'p, 'b> HostBinding<'p, 'b> {
             self.plan.set_tensor(id, DevicePtr::NULL, None)?;
         }
         self.plan.set_workspace(DevicePtr::NULL, 0)
+    }
+
+    /// Execute with `ws` as the workspace (since 1.1), borrowing it for as long as the
+    /// slices, instead of host memory the binding allocates itself. `ws` must come from
+    /// [`Plan::alloc_workspace`] of a CPU-backend plan whose workspace size is not larger
+    /// than this plan's (this plan's own, typically): allocate it once, and reuse it across
+    /// bindings and plans.
+    ///
+    /// ```
+    /// use flashbwd::{Backend, Plan, Problem, TensorId};
+    ///
+    /// let problem = Problem::new(1, 1, 4, 4, 8).backend(Backend::Cpu);
+    /// let mut plan = Plan::new(&problem)?;
+    /// let mut ws = plan.alloc_workspace()?;
+    /// let q = vec![0u16; problem.tensor_len(TensorId::Q)];
+    /// plan.bind_host()?.workspace(&mut ws)?.input(TensorId::Q, &q)?; // ... and execute()
+    /// # Ok::<(), flashbwd::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Status::INVALID_VALUE`] for a workspace of a CUDA plan (device memory);
+    /// [`Status::WORKSPACE_TOO_SMALL`] (the library's) when it is smaller than this plan needs.
+    pub fn workspace(&mut self, ws: &'b mut Workspace) -> Result<&mut Self> {
+        if ws.backend() != Backend::Cpu {
+            return Err(Error::new(
+                Status::INVALID_VALUE,
+                format!(
+                    "workspace: allocated for a {:?} plan (device memory); a host binding \
+                     needs one of a Backend::Cpu plan",
+                    ws.backend()
+                ),
+            ));
+        }
+        let need = self.plan.workspace_size()?;
+        if ws.ptr() == DevicePtr::NULL && need > 0 {
+            // The library reads a NULL address as "unbind" and would report the missing
+            // workspace only at execute.
+            return Err(Error::new(
+                Status::WORKSPACE_TOO_SMALL,
+                format!("workspace of 0 bytes is smaller than the {need} this plan needs"),
+            ));
+        }
+        self.plan.set_workspace(ws.ptr(), ws.bytes())?;
+        // Rebound first, so the plan never holds the address of a workspace dropped here.
+        self.scratch = Scratch::Caller;
+        Ok(self)
     }
 
     /// Bind input `id` to `data`, packed row-major in the id's layout.
@@ -198,23 +259,31 @@ impl<'p, 'b> HostBinding<'p, 'b> {
         last.checked_add(1).ok_or_else(too_big)
     }
 
-    /// Run the backward pass on the bound slices (allocating the host workspace the plan
-    /// needs on first use, and keeping it for later calls).
+    /// Run the backward pass on the bound slices (with the caller's [`Workspace`] if one was
+    /// given, else allocating the host workspace the plan needs on first use, and keeping
+    /// it for later calls).
     ///
     /// # Errors
     /// The library's, e.g. [`Status::TENSOR_NOT_SET`] naming a tensor that was not bound.
     pub fn execute(&mut self) -> Result<()> {
-        let bytes = self.plan.workspace_size()?;
-        let have = self.workspace.as_ref().map_or(0, |w| w.layout.size());
-        if bytes > have {
-            let ws = Workspace::new(bytes)?;
-            self.plan.set_workspace(DevicePtr::from_ptr(ws.ptr), bytes)?;
-            self.workspace = Some(ws);
+        let have = match &self.scratch {
+            Scratch::Caller => None,
+            Scratch::Owned(w) => Some(w.layout.size()),
+            Scratch::None => Some(0),
+        };
+        if let Some(have) = have {
+            let bytes = self.plan.workspace_size()?;
+            if bytes > have {
+                let ws = HostWorkspace::new(bytes)?;
+                self.plan.set_workspace(DevicePtr::from_ptr(ws.ptr), bytes)?;
+                self.scratch = Scratch::Owned(ws);
+            }
         }
-        // SAFETY: every pointer bound to the plan came through bind() during this binding
-        // (new() unbound the rest): slices that hold their whole extent and are borrowed
-        // for 'b (outputs exclusively), and the workspace this binding owns. The CPU
-        // backend is done with them when execute returns.
+        // SAFETY: every pointer bound to the plan came through bind() or workspace() during
+        // this binding (new() unbound the rest): slices that hold their whole extent and are
+        // borrowed for 'b (outputs exclusively), and the workspace this binding owns or a
+        // CPU plan's Workspace borrowed exclusively for 'b (the library checked its size).
+        // The CPU backend is done with them when execute returns.
         unsafe { self.plan.execute(Stream::DEFAULT) }
     }
 }
@@ -227,17 +296,17 @@ impl Drop for HostBinding<'_, '_> {
     }
 }
 
-/// Host workspace, aligned as the header asks of any workspace (256 bytes).
-struct Workspace {
+/// The binding's own host workspace, aligned as the header asks of any workspace (256 bytes).
+struct HostWorkspace {
     ptr: *mut u8,
     layout: Layout,
 }
 
 // SAFETY: a plain heap allocation owned by this value.
-unsafe impl Send for Workspace {}
+unsafe impl Send for HostWorkspace {}
 
-impl Workspace {
-    fn new(bytes: usize) -> Result<Workspace> {
+impl HostWorkspace {
+    fn new(bytes: usize) -> Result<HostWorkspace> {
         let layout = Layout::from_size_align(bytes, 256).map_err(|_| {
             Error::new(Status::OVERFLOW, format!("a host workspace of {bytes} bytes is too large"))
         })?;
@@ -249,11 +318,11 @@ impl Workspace {
                 format!("allocating a host workspace of {bytes} bytes failed"),
             ));
         }
-        Ok(Workspace { ptr, layout })
+        Ok(HostWorkspace { ptr, layout })
     }
 }
 
-impl Drop for Workspace {
+impl Drop for HostWorkspace {
     fn drop(&mut self) {
         // SAFETY: allocated in new() with this layout.
         unsafe { alloc::dealloc(self.ptr, self.layout) }

@@ -13,6 +13,10 @@
 //!   the stream a [`Stream`]; binding records them and [`Plan::execute`] is `unsafe`,
 //!   because only the caller knows that the memory is live. Allocate with any CUDA crate
 //!   (or the driver API, as `examples/gpu_backward.rs` does).
+//! - **Workspace: the library's allocator (since 1.1).** [`Plan::alloc_workspace`] gives a
+//!   [`Workspace`] in the memory the plan's execute runs fastest with (compressible device
+//!   memory on Hopper), freed when dropped; a CPU plan borrows it through
+//!   [`HostBinding::workspace`], a CUDA plan takes its address ([`Plan::set_workspace`]).
 //!
 //! Data is passed as it lies in memory: bf16/fp16 elements as `u16` bit patterns
 //! ([`Dtype::from_f32`] / [`Dtype::to_f32`] convert), LSE as `f32`. Layouts are those of
@@ -64,7 +68,10 @@
 //!
 //! # Versions
 //! The first [`Plan::new`] checks that the loaded library has the major version of the
-//! header these bindings were generated from and is not older ([`check_version`]).
+//! header these bindings were generated from and is not older ([`check_version`]). These
+//! bindings are generated from the 1.1 header, so a library older than 1.1 makes no
+//! [`Plan`], and the 1.1 calls ([`Plan::alloc_workspace`], [`Workspace`]'s free), which need
+//! a plan, are never reached on it.
 //!
 //! # Threads
 //! [`Plan`] is `Send`, not `Sync`: move it to any thread, use it from one at a time.
@@ -77,11 +84,13 @@ pub mod half;
 mod host;
 mod plan;
 mod problem;
+mod workspace;
 
 pub use error::{check_version, version_compatible, Error, Result, Status, COMPILED_VERSION};
 pub use host::{HostBinding, HostElement};
 pub use plan::{DevicePtr, Launch, Plan, PlanInfo, Stream};
 pub use problem::{Backend, Dtype, ElementKind, Problem, TensorId};
+pub use workspace::Workspace;
 
 /// The raw bindings this crate wraps, for what it does not.
 pub use flashbwd_sys as sys;

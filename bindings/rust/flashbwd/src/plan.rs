@@ -4,6 +4,7 @@
 use crate::error::{check, check_plan, check_version, Error, Result, Status};
 use crate::host::HostBinding;
 use crate::problem::{Backend, Problem, TensorId};
+use crate::workspace::Workspace;
 use flashbwd_sys as sys;
 use std::os::raw::c_void;
 use std::ptr::{self, NonNull};
@@ -93,6 +94,7 @@ pub struct PlanInfo {
 /// Host data on the CPU backend is bound safely through [`Plan::bind_host`]. Device memory
 /// is bound by address with [`Plan::set_tensor`] and [`Plan::set_workspace`], and
 /// [`Plan::execute`] is `unsafe`: the library cannot know that those addresses are live.
+/// [`Plan::alloc_workspace`] (since 1.1) allocates a [`Workspace`] of the right kind and size.
 ///
 /// A plan may move to another thread (`Send`), but is not shared between threads: every
 /// call that binds or executes takes `&mut self`, which is the library's rule that one plan
@@ -199,11 +201,42 @@ impl Plan {
     }
 
     /// Bind `bytes` of workspace at `ptr` (256-byte aligned for CUDA); `DevicePtr::NULL`
-    /// unbinds. Recorded, not dereferenced, as for [`Plan::set_tensor`].
+    /// unbinds. Recorded, not dereferenced, as for [`Plan::set_tensor`]. For a [`Workspace`]
+    /// from [`Plan::alloc_workspace`]: `set_workspace(ws.ptr(), ws.bytes())`, and keep `ws`
+    /// alive (and unbind it, or drop the plan, before it goes) as [`Plan::execute`] requires.
     pub fn set_workspace(&mut self, ptr: DevicePtr, bytes: usize) -> Result<()> {
         // SAFETY: a live plan, exclusively borrowed; the pointer is only recorded.
         let raw = unsafe { sys::flashbwd_plan_set_workspace(self.raw.as_ptr(), ptr.as_void(), bytes) };
         check_plan(raw, self.raw.as_ptr())
+    }
+
+    /// Allocate a workspace for this plan in the memory its execute runs fastest with
+    /// (`flashbwd_workspace_alloc`; since 1.1): compressible device memory on Hopper and
+    /// newer, else `cudaMalloc`'d memory, on the plan's device (the current device is left
+    /// as it was); 256-byte aligned host memory for the CPU backend. A convenience: any
+    /// memory that meets [`Plan::set_workspace`]'s rules works as well.
+    ///
+    /// Nothing is bound: give the [`Workspace`] to [`HostBinding::workspace`] (CPU backend)
+    /// or its address to [`Plan::set_workspace`] (CUDA backend). It is synchronous like
+    /// `cudaMalloc`: not for a stream that is being captured.
+    ///
+    /// ```
+    /// use flashbwd::{Backend, Plan, Problem};
+    ///
+    /// let plan = Plan::new(&Problem::new(1, 2, 16, 16, 32).backend(Backend::Cpu))?;
+    /// let ws = plan.alloc_workspace()?;
+    /// assert!(ws.bytes() >= plan.workspace_size()? && !ws.is_compressed());
+    /// assert_eq!(ws.ptr().0 % 256, 0);
+    /// # Ok::<(), flashbwd::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The library's: [`Status::NOT_SUPPORTED`] for a planning-only plan (one made for an
+    /// explicit [`Problem::arch`]: there is no device to allocate on),
+    /// [`Status::CUDA`] when the device is out of memory (the message names the call),
+    /// [`Status::NO_DEVICE`], [`Status::OUT_OF_MEMORY`] (host).
+    pub fn alloc_workspace(&self) -> Result<Workspace> {
+        Workspace::alloc(self)
     }
 
     /// Compute dQ, dK and dV for the bound tensors (`flashbwd_execute`). CUDA: enqueues the

@@ -570,11 +570,25 @@ pub fn run_raw(case: &Case, data: &Data) -> (Vec<u16>, Vec<u16>, Vec<u16>) {
 /// The same backward through the safe crate: Problem builder, Plan, HostBinding with the
 /// case's strides. Returns (dq, dk, dv) buffers in the case's layout.
 pub fn run_safe(case: &Case, data: &Data) -> flashbwd::Result<(Vec<u16>, Vec<u16>, Vec<u16>)> {
-    use flashbwd::{Backend, Plan, TensorId as T};
-    let mut plan = Plan::new(&case.problem(Backend::Cpu))?;
+    let mut plan = flashbwd::Plan::new(&case.problem(flashbwd::Backend::Cpu))?;
+    run_safe_with(case, data, &mut plan, None)
+}
+
+/// run_safe on a given CPU plan, with the caller's workspace (HostBinding::workspace) when
+/// `ws` is Some, else the binding's own.
+pub fn run_safe_with(
+    case: &Case,
+    data: &Data,
+    plan: &mut flashbwd::Plan,
+    ws: Option<&mut flashbwd::Workspace>,
+) -> flashbwd::Result<(Vec<u16>, Vec<u16>, Vec<u16>)> {
+    use flashbwd::TensorId as T;
     let (mut dq, mut dk, mut dv) = (data.dq.data.clone(), data.dk.data.clone(), data.dv.data.clone());
     {
         let mut b = plan.bind_host()?;
+        if let Some(ws) = ws {
+            b.workspace(ws)?;
+        }
         for (id, t) in [(T::Q, &data.q), (T::K, &data.k), (T::V, &data.v), (T::O, &data.o), (T::DO, &data.d_o)] {
             match t.strides_arg() {
                 Some(s) => b.input_strided(id, &t.data, s)?,
