@@ -62,6 +62,26 @@ static int32_t fbgo_set_workspace(flashbwd_plan *plan, uintptr_t ptr, size_t byt
 	return s;
 }
 
+// Since 1.1. The memory comes back as uintptr_t: it may be device memory, and Go keeps it
+// as an address, never as an unsafe.Pointer.
+static int32_t fbgo_workspace_alloc(flashbwd_plan *plan, uintptr_t *ptr, size_t *bytes,
+                                    int32_t *compressed, char *msg, size_t cap)
+{
+	void *p = NULL;
+	int32_t s = flashbwd_workspace_alloc(plan, &p, bytes, compressed);
+	*ptr = (uintptr_t)p;
+	if (s != FLASHBWD_OK) fbgo_copy_message(plan, msg, cap);
+	return s;
+}
+
+// Since 1.1. There is no plan: a failure's message is only the thread's.
+static int32_t fbgo_workspace_free(uintptr_t ptr, char *msg, size_t cap)
+{
+	int32_t s = flashbwd_workspace_free((void *)ptr);
+	if (s != FLASHBWD_OK) fbgo_copy_message(NULL, msg, cap);
+	return s;
+}
+
 static int32_t fbgo_execute(flashbwd_plan *plan, uintptr_t stream, char *msg, size_t cap)
 {
 	int32_t s = flashbwd_execute(plan, (void *)stream);
@@ -236,6 +256,28 @@ func cSetWorkspace(h unsafe.Pointer, ptr, bytes uintptr) (int32, string) {
 	var msg [messageBytes]C.char
 	s := C.fbgo_set_workspace((*C.flashbwd_plan)(h), C.uintptr_t(ptr), C.size_t(bytes),
 		&msg[0], messageBytes)
+	return int32(s), C.GoString(&msg[0])
+}
+
+// cWorkspaceAlloc allocates a workspace for the plan (flashbwd_workspace_alloc, since 1.1):
+// its address (0 when the plan needs none), size and whether it is compressible.
+func cWorkspaceAlloc(h unsafe.Pointer) (uintptr, uintptr, bool, int32, string) {
+	var ptr C.uintptr_t
+	var bytes C.size_t
+	var compressed C.int32_t
+	var msg [messageBytes]C.char
+	s := C.fbgo_workspace_alloc((*C.flashbwd_plan)(h), &ptr, &bytes, &compressed, &msg[0],
+		messageBytes)
+	if s != C.FLASHBWD_OK {
+		return 0, 0, false, int32(s), C.GoString(&msg[0])
+	}
+	return uintptr(ptr), uintptr(bytes), compressed != 0, 0, ""
+}
+
+// cWorkspaceFree frees what cWorkspaceAlloc gave (flashbwd_workspace_free, since 1.1).
+func cWorkspaceFree(ptr uintptr) (int32, string) {
+	var msg [messageBytes]C.char
+	s := C.fbgo_workspace_free(C.uintptr_t(ptr), &msg[0], messageBytes)
 	return int32(s), C.GoString(&msg[0])
 }
 

@@ -12,6 +12,11 @@
 //	plan.SetWorkspace(wsDevicePtr, n)
 //	err = plan.Execute(stream) // enqueues on the stream; does not wait
 //
+// Since 1.1 the library can allocate the workspace itself, in the memory the plan runs
+// fastest with (compressible device memory on Hopper): Plan.AllocWorkspace returns a
+// Workspace, which the caller binds with SetWorkspace(ws.Addr(), ws.Len()) and releases with
+// Free once no plan uses it.
+//
 // # Memory and pointers
 //
 // Device pointers and CUDA streams are uintptr values (from whatever CUDA binding the
@@ -27,6 +32,9 @@
 //     workspace is C memory owned by the Plan and freed by Close.
 //   - C memory, through HostBuffer: allocated with C's allocator, viewed from Go as slices
 //     (unsafe.Slice), bound with SetTensor like device memory, released with Free.
+//
+// A Workspace from Plan.AllocWorkspace is C or device memory too, kept as an address
+// (uintptr). Like HostBuffer it has no finalizer: Free it explicitly, after unbinding it.
 //
 // # Errors
 //
@@ -47,7 +55,9 @@
 // # Versions
 //
 // The first NewPlan checks the loaded library against the header this package was built
-// with: the same major version and a runtime at least as new (CheckVersion).
+// with: the same major version and a runtime at least as new (CheckVersion). The package
+// calls the 1.1 functions (flashbwd_workspace_alloc, flashbwd_workspace_free), so it needs
+// libflashbwd 1.1 or newer; the dynamic loader refuses a 1.0 library before any Go code runs.
 //
 // # Building
 //

@@ -148,6 +148,13 @@ func TestUseAfterCloseReturnsErrClosed(t *testing.T) {
 		"Execute":       func() error { return plan.Execute(0) },
 		"Info":          func() error { _, err := plan.Info(); return err },
 		"ExecuteHost":   func() error { return plan.ExecuteHost(&flashbwd.HostTensors{Q: buf}) },
+		"AllocWorkspace": func() error {
+			ws, err := plan.AllocWorkspace()
+			if ws != nil {
+				t.Error("AllocWorkspace after Close returned a workspace")
+			}
+			return err
+		},
 	}
 	for name, call := range calls {
 		if err := call(); !errors.Is(err, flashbwd.ErrClosed) {

@@ -90,60 +90,7 @@ func TestGPUBackwardMatchesReferenceAndCPU(t *testing.T) {
 				cq, ck, cv = executeHost(t, mustPlan(t, c.problem(flashbwd.BackendCPU)), r)
 			}
 
-			plan := mustPlan(t, c.problem(flashbwd.BackendCUDA))
-			info, err := plan.Info()
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Logf("sm_%d, %d SMs, block %dx%d, %d threads, %d B smem, workspace %d B",
-				info.Arch, info.SMCount, info.BlockM, info.BlockN, info.NumThreads,
-				info.SMemBytes, info.WorkspaceBytes)
-			bind := func(id flashbwd.TensorID, p uintptr) {
-				if err := plan.SetTensor(id, p, nil); err != nil {
-					t.Fatal(err)
-				}
-			}
-			bind(flashbwd.TensorQ, deviceCopy(t, ctx, r.q, uintptr(2*len(r.q))))
-			bind(flashbwd.TensorK, deviceCopy(t, ctx, r.k, uintptr(2*len(r.k))))
-			bind(flashbwd.TensorV, deviceCopy(t, ctx, r.v, uintptr(2*len(r.v))))
-			bind(flashbwd.TensorO, deviceCopy(t, ctx, r.o, uintptr(2*len(r.o))))
-			bind(flashbwd.TensorDO, deviceCopy(t, ctx, r.dout, uintptr(2*len(r.dout))))
-			bind(flashbwd.TensorLSE, deviceCopy(t, ctx, r.lse, uintptr(4*len(r.lse))))
-			dqp := deviceCopy[uint16](t, ctx, nil, uintptr(2*len(r.q)))
-			dkp := deviceCopy[uint16](t, ctx, nil, uintptr(2*len(r.k)))
-			dvp := deviceCopy[uint16](t, ctx, nil, uintptr(2*len(r.v)))
-			bind(flashbwd.TensorDQ, dqp)
-			bind(flashbwd.TensorDK, dkp)
-			bind(flashbwd.TensorDV, dvp)
-			n, err := plan.WorkspaceSize()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if n > 0 {
-				if err := plan.SetWorkspace(deviceAlloc(t, ctx, n), n); err != nil {
-					t.Fatal(err)
-				}
-			}
-			stream, err := ctx.NewStream()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = ctx.DestroyStream(stream) }()
-			if err := plan.Execute(stream); err != nil {
-				t.Fatal(err)
-			}
-			if err := ctx.SyncStream(stream); err != nil {
-				t.Fatal(err)
-			}
-			gq, gk, gv := make([]uint16, len(r.q)), make([]uint16, len(r.k)), make([]uint16, len(r.v))
-			for _, d := range []struct {
-				dst []uint16
-				src uintptr
-			}{{gq, dqp}, {gk, dkp}, {gv, dvp}} {
-				if err := cudadrv.Download(ctx, d.dst, d.src); err != nil {
-					t.Fatal(err)
-				}
-			}
+			gq, gk, gv := gpuBackward(t, ctx, c, r, false)
 			checkGrads(t, c, r, gq, gk, gv)
 			for _, g := range []struct {
 				name     string
@@ -161,6 +108,25 @@ func TestGPUBackwardMatchesReferenceAndCPU(t *testing.T) {
 	}
 }
 
+// A workspace from AllocWorkspace (1.1): device memory on the plan's device, compressible on
+// Hopper where the driver allows it; the backward with it matches the float64 reference.
+func TestGPUAllocWorkspace(t *testing.T) {
+	ctx := openGPU(t)
+	for _, c := range gpuCases() {
+		c := c
+		t.Run(c.name, func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			if err := ctx.MakeCurrent(); err != nil {
+				t.Fatal(err)
+			}
+			r := makeData(c, caseRand(t, c.name))
+			gq, gk, gv := gpuBackward(t, ctx, c, r, true)
+			checkGrads(t, c, r, gq, gk, gv)
+		})
+	}
+}
+
 // The CUDA backend's pointer checks reach Go as errors naming the tensor.
 func TestGPUMisalignedPointerIsRejected(t *testing.T) {
 	ctx := openGPU(t)
@@ -169,4 +135,90 @@ func TestGPUMisalignedPointerIsRejected(t *testing.T) {
 	plan := mustPlan(t, p)
 	q := deviceCopy[uint16](t, ctx, nil, uintptr(p.PackedBytes(flashbwd.TensorQ)+16))
 	wantStatus(t, plan.SetTensor(flashbwd.TensorQ, q+2, nil), flashbwd.StatusMisaligned, "Q")
+}
+
+// gpuBackward runs c's backward on device memory, on a non-default stream, and downloads dQ,
+// dK and dV. The workspace is Plan.AllocWorkspace's with libWorkspace (1.1), else the
+// driver's (cuMemAlloc). The caller has locked the OS thread and made ctx current.
+func gpuBackward(t *testing.T, ctx *cudadrv.Context, c refCase, r *refData,
+	libWorkspace bool) (gq, gk, gv []uint16) {
+	t.Helper()
+	plan := mustPlan(t, c.problem(flashbwd.BackendCUDA))
+	info, err := plan.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sm_%d, %d SMs, block %dx%d, %d threads, %d B smem, workspace %d B",
+		info.Arch, info.SMCount, info.BlockM, info.BlockN, info.NumThreads,
+		info.SMemBytes, info.WorkspaceBytes)
+	bind := func(id flashbwd.TensorID, p uintptr) {
+		if err := plan.SetTensor(id, p, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bind(flashbwd.TensorQ, deviceCopy(t, ctx, r.q, uintptr(2*len(r.q))))
+	bind(flashbwd.TensorK, deviceCopy(t, ctx, r.k, uintptr(2*len(r.k))))
+	bind(flashbwd.TensorV, deviceCopy(t, ctx, r.v, uintptr(2*len(r.v))))
+	bind(flashbwd.TensorO, deviceCopy(t, ctx, r.o, uintptr(2*len(r.o))))
+	bind(flashbwd.TensorDO, deviceCopy(t, ctx, r.dout, uintptr(2*len(r.dout))))
+	bind(flashbwd.TensorLSE, deviceCopy(t, ctx, r.lse, uintptr(4*len(r.lse))))
+	dqp := deviceCopy[uint16](t, ctx, nil, uintptr(2*len(r.q)))
+	dkp := deviceCopy[uint16](t, ctx, nil, uintptr(2*len(r.k)))
+	dvp := deviceCopy[uint16](t, ctx, nil, uintptr(2*len(r.v)))
+	bind(flashbwd.TensorDQ, dqp)
+	bind(flashbwd.TensorDK, dkp)
+	bind(flashbwd.TensorDV, dvp)
+	n, err := plan.WorkspaceSize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if libWorkspace {
+		ws, err := plan.AllocWorkspace()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = plan.Close() // unbind first
+			if err := ws.Free(); err != nil {
+				t.Error(err)
+			}
+			if err := ws.Free(); err != nil {
+				t.Errorf("second Free: %v", err)
+			}
+		})
+		t.Logf("AllocWorkspace: %d B at %#x (WorkspaceSize %d B), compressed %v", ws.Len(),
+			ws.Addr(), n, ws.Compressed())
+		if ws.Len() < n || ws.Addr()%256 != 0 || (n > 0) != (ws.Addr() != 0) {
+			t.Fatalf("workspace at %#x of %d bytes; want >= %d bytes, 256-byte aligned",
+				ws.Addr(), ws.Len(), n)
+		}
+		if err := plan.SetWorkspace(ws.Addr(), ws.Len()); err != nil {
+			t.Fatal(err)
+		}
+	} else if n > 0 {
+		if err := plan.SetWorkspace(deviceAlloc(t, ctx, n), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stream, err := ctx.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = ctx.DestroyStream(stream) }()
+	if err := plan.Execute(stream); err != nil {
+		t.Fatal(err)
+	}
+	if err := ctx.SyncStream(stream); err != nil {
+		t.Fatal(err)
+	}
+	gq, gk, gv = make([]uint16, len(r.q)), make([]uint16, len(r.k)), make([]uint16, len(r.v))
+	for _, d := range []struct {
+		dst []uint16
+		src uintptr
+	}{{gq, dqp}, {gk, dkp}, {gv, dvp}} {
+		if err := cudadrv.Download(ctx, d.dst, d.src); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return gq, gk, gv
 }

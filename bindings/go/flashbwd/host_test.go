@@ -114,7 +114,14 @@ func layout(packed, buf []uint16, dims [4]int, strides []int64, toPacked bool) {
 func rawBackward(t *testing.T, p flashbwd.Problem, c refCase, r *refData,
 	kvStrides []int64) (dq, dk, dv []uint16) {
 	t.Helper()
-	plan := mustPlan(t, p)
+	return rawBackwardOn(t, mustPlan(t, p), c, r, kvStrides, nil)
+}
+
+// rawBackwardOn is rawBackward on a given plan, which it closes when the test ends (before
+// freeing its buffers). With ws not nil the workspace bound is ws, not a HostBuffer.
+func rawBackwardOn(t *testing.T, plan *flashbwd.Plan, c refCase, r *refData,
+	kvStrides []int64, ws *flashbwd.Workspace) (dq, dk, dv []uint16) {
+	t.Helper()
 	packedQ := []int64{int64(c.sq * c.hq * c.d), int64(c.hq * c.d), int64(c.d), 1}
 	packedK := []int64{int64(c.sk * c.hkv * c.d), int64(c.hkv * c.d), int64(c.d), 1}
 	kStrides, passK := packedK, []int64(nil)
@@ -176,13 +183,18 @@ func rawBackward(t *testing.T, p flashbwd.Problem, c refCase, r *refData,
 	if err := plan.SetTensor(flashbwd.TensorLSE, lse.Addr(), nil); err != nil {
 		t.Fatal(err)
 	}
-	n, err := plan.WorkspaceSize()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := alloc(int(n))
-	if err := plan.SetWorkspace(ws.Addr(), n); err != nil {
-		t.Fatal(err)
+	if ws != nil {
+		if err := plan.SetWorkspace(ws.Addr(), ws.Len()); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		n, err := plan.WorkspaceSize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := plan.SetWorkspace(alloc(int(n)).Addr(), n); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := plan.Execute(0); err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ package flashbwd
 // finalizer.
 
 import (
+	"errors"
 	"runtime"
 	"strings"
 	"testing"
@@ -19,6 +20,11 @@ func TestVersionRule(t *testing.T) {
 		{10203, 10000, true},  // newer minor and patch at run time
 		{10001, 10000, true},  // newer patch
 		{10000, 10100, false}, // older minor at run time: functions may be missing
+		{10100, 10100, true},  // 1.1 against 1.1 (AllocWorkspace needs FLASHBWD_1.1)
+		{10102, 10100, true},  // newer patch
+		{10200, 10100, true},  // newer minor
+		{10099, 10100, false}, // any 1.0 against 1.1
+		{20100, 10100, false}, // other major
 		{10100, 10101, false}, // older patch
 		{20000, 10000, false}, // other major
 		{9900, 10000, false},  // older major
@@ -40,6 +46,42 @@ func TestLoadedLibraryPassesVersionCheck(t *testing.T) {
 	}
 	t.Logf("library %s, compiled against %s", versionString(Version()),
 		versionString(CompiledVersion()))
+}
+
+// The package calls the 1.1 functions (flashbwd_workspace_alloc, flashbwd_workspace_free),
+// so it must be compiled against a 1.1 header and, by the version rule, load a library of
+// 1.1 or newer. (Against a 1.0 library the dynamic loader already refuses the binary: the
+// symbols are in the FLASHBWD_1.1 node.)
+func TestCompiledAgainstABI11(t *testing.T) {
+	if c := CompiledVersion(); c/10000 != 1 || c < 10100 {
+		t.Errorf("compiled against %s; this package needs a 1.x header of 1.1 or newer",
+			versionString(c))
+	}
+	if v := Version(); v < 10100 {
+		t.Errorf("loaded library %s is older than 1.1", versionString(v))
+	}
+}
+
+// A failing flashbwd_workspace_free reaches Go as an *Error with the library's message
+// (read in the same cgo call, from the thread's message: there is no plan). The Workspace
+// counts as freed afterwards. An address the library never gave is refused; it is only
+// looked up, never dereferenced.
+func TestWorkspaceFreeErrorCarriesMessage(t *testing.T) {
+	w := &Workspace{addr: 0x1000, n: 256}
+	err := w.Free()
+	var fe *Error
+	if !errors.As(err, &fe) || fe.Status != StatusInvalidValue ||
+		fe.Op != "flashbwd_workspace_free" ||
+		!strings.Contains(fe.Message, "did not come from flashbwd_workspace_alloc") {
+		t.Fatalf("Free of a foreign address: got %v, want INVALID_VALUE from "+
+			"flashbwd_workspace_free naming the reason", err)
+	}
+	if w.Addr() != 0 || w.Len() != 0 {
+		t.Errorf("after a failed Free: %#x, %d bytes", w.Addr(), w.Len())
+	}
+	if err := w.Free(); err != nil {
+		t.Errorf("second Free: %v", err)
+	}
 }
 
 func TestConstantsMatchHeader(t *testing.T) {

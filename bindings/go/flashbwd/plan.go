@@ -163,7 +163,8 @@ func (p *Plan) WorkspaceSize() (uintptr, error) {
 
 // SetWorkspace binds the caller's scratch memory (flashbwd_plan_set_workspace): at least
 // WorkspaceSize bytes, 256-byte aligned for CUDA plans. The same rules as SetTensor say
-// what ptr may be.
+// what ptr may be; a Workspace from AllocWorkspace (since 1.1) meets them, bound as
+// SetWorkspace(ws.Addr(), ws.Len()). ptr 0 unbinds.
 func (p *Plan) SetWorkspace(ptr, bytes uintptr) error {
 	if err := p.lock(); err != nil {
 		return err
