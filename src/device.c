@@ -107,7 +107,7 @@ int32_t fb_device_prepare_kernel(flashbwd_plan *plan, int32_t ordinal, int kerne
             err = (cudaError_t)fb_kernel_prepare(kernel_index, smem_bytes);
             if (err != cudaSuccess)
                 status = fb_cuda_fail(plan, err, "preparing the kernel (cudaFuncGetAttributes, "
-                                              "cudaFuncSetAttribute MaxDynamicSharedMemorySize)");
+                                                 "cudaFuncSetAttribute MaxDynamicSharedMemorySize)");
             else
                 cache[ordinal].raised_smem[kernel_index] = smem_bytes;
             if (current != ordinal) {

@@ -71,8 +71,8 @@ int32_t fb_device_prepare_kernel(flashbwd_plan *plan, int32_t ordinal, int kerne
 /* Build the plan's launch graph (plan->graph) on device `ordinal`, the caller's current
  * device restored afterwards. */
 int32_t fb_device_build_graph(flashbwd_plan *plan, int32_t ordinal);
-/* Record a failed CUDA runtime call (err_code a cudaError_t): FLASHBWD_ERR_NO_DEVICE for "no
- * driver" and "no device", else FLASHBWD_ERR_CUDA; the message names the call and error. */
+/* CUDA builds: record a failed runtime call (err_code a cudaError_t): FLASHBWD_ERR_NO_DEVICE
+ * for "no driver" and "no device", else FLASHBWD_ERR_CUDA; the message names call and error. */
 int32_t fb_cuda_fail(flashbwd_plan *plan, int err_code, const char *call);
 /* Check that the calling thread's current device is `ordinal`. */
 int32_t fb_device_check_current(flashbwd_plan *plan, int32_t ordinal);
