@@ -22,7 +22,7 @@ for t in "$build"/tests/test_*; do
 done
 cp -a "$build/tests/libcmocka.so.0" "$pack/tests/" 2>/dev/null || true
 cp -a "$build/bench/flashbwd_bench" "$build/bench/flashbwd_demo" "$pack/bench/"
-for probe in barrier_probe tma_probe; do
+for probe in barrier_probe tma_probe gemm_probe; do
     [ -x "$build/bench/$probe" ] && cp -a "$build/bench/$probe" "$pack/bench/"
 done
 du -sh "$pack"

@@ -1,0 +1,269 @@
+/* gemm_probe.cu — how fast the split kernel's GEMMs can run at all: the hd128 step's five
+ * warp GEMMs, with the kernel's own tiles, layouts and warp_gemm (kernels/warp_gemm.cuh),
+ * operands in swizzled shared memory, one 8-warp CTA per SM as the kernel runs, and nothing
+ * else (no exponentials, no barriers, no refill, no dQ reductions).
+ *
+ *   build/bench/gemm_probe [ITERS]
+ *
+ * Issue 6 asks 400 TFLOP/s at hd128 (62% of the register-operand mma.sync ceiling that
+ * ../shared/tools/mma_peak.cu measures with 32 warps per SM). The kernel's warps read their
+ * operands from shared memory with ldmatrix (S/dP blocks 32 x 64, dV/dK 64 x 64, dQ 32 x 32:
+ * 192, 128 and 256 bytes per m16n8k16) and only two warps share a scheduler, so its GEMMs
+ * have a lower ceiling than that; this measures it, shape by shape and as the step's mix.
+ * Cases (each prints TFLOP/s and mma per SM-clock, the latter clock-independent, since the
+ * board may run below its boost clock at its power cap):
+ *   regs32  register operands, 32 warps per SM (mma_peak's setup: the issue's ceiling)
+ *   regs8   register operands, 8 warps per SM (the kernel's occupancy)
+ *   S       S = Q·Kᵀ / dP = dO·Vᵀ, SplitLayoutS (32 x 64 a warp), depth 128, every warp;
+ *           also with two CTAs an SM (16 warps), which the kernel's registers do not allow
+ *   dV      dV = Pᵀ·dO / dK = dSᵀ·Q, SplitLayoutKV (64 x 64), depth 64, both .trans
+ *   dQ      dQ = dS·K, LayoutQ (32 x 32 over 8 warps), depth 128, B .trans
+ *   step    each group its role's three GEMMs back to back, as one hd128 step has them
+ *           (S or dP, then dV or dK, then dQ): 320 mma a warp, 2560 a CTA
+ *   ldsm    the step's ldmatrix without the mma (shared-memory read bandwidth, B/clk)
+ * Inputs are random values in [-1, 1] (zeros would draw less power than real data).
+ */
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "bwd_config.cuh"
+#include "warp_gemm.cuh"
+
+namespace {
+
+#define CHECK(call)                                                                          \
+    do {                                                                                     \
+        cudaError_t e_ = (call);                                                             \
+        if (e_ != cudaSuccess) {                                                             \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
+                    cudaGetErrorString(e_));                                                 \
+            exit(1);                                                                         \
+        }                                                                                    \
+    } while (0)
+
+using T = __nv_bfloat16;
+/* hd128's sm_90 row (src/config_table.h): BM 64, BN 128, WQ 2. */
+using C = fb::BwdConfig<T, 90, 128, 64, 128, 2, 2, 4, 2, 0, 2>;
+using TileQ = C::TileQ;         /* Q, dO: 64 x 128 */
+using TileK = C::TileK;         /* K, V: 128 x 128 */
+using TileP = C::TileP;         /* P, dS: 64 x 128 */
+using LS = C::SplitLayoutS;     /* 32 x 64 a warp, 4 warps */
+using LKV = C::SplitLayoutKV;   /* 64 x 64 a warp, 4 warps */
+using LQ = C::LayoutQ;          /* 32 x 32 a warp, 8 warps */
+constexpr int HD = 128, BM = 64, BN = 128;
+
+/* Shared memory: two of each tile, one per group (Q | dO, K | V, P | dS), plus padding so
+ * that one CTA fills an SM as the split kernel's 161 KB do. */
+constexpr int OFF_Q = 0, OFF_K = 2 * TileQ::BYTES, OFF_P = OFF_K + 2 * TileK::BYTES;
+constexpr int DATA_BYTES = OFF_P + 2 * TileP::BYTES;
+constexpr int SMEM_BYTES = 160 * 1024;
+static_assert(DATA_BYTES <= SMEM_BYTES, "the tiles fit");
+
+enum Case { REGS, S, DV, DQ, STEP, LDSM, NUM_CASES };
+const char *const case_name[NUM_CASES] = {"regs", "S", "dV", "dQ", "step", "ldsm"};
+/* m16n8k16 per warp per iteration, and ldmatrix bytes per warp per iteration */
+constexpr int MMA_S = LS::MT * LS::NT * (HD / 16), MMA_DV = LKV::MT * LKV::NT * (BM / 16),
+              MMA_DQ = LQ::MT * LQ::NT * (BN / 16), MMA_REGS = 8 * 8;
+constexpr int LDSM_S = (LS::MT + LS::NT / 2) * 512 * (HD / 16),
+              LDSM_DV = (LKV::MT + LKV::NT / 2) * 512 * (BM / 16),
+              LDSM_DQ = (LQ::MT + LQ::NT / 2) * 512 * (BN / 16);
+
+template <int MT, int NT> __device__ __forceinline__ float fold(const float (&acc)[MT][NT][4])
+{
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) s += acc[i][j][0] + acc[i][j][1] + acc[i][j][2] + acc[i][j][3];
+    return s;
+}
+
+/* The ldmatrix of one warp_gemm without its mma: what the GEMM reads, at full rate. */
+template <class L, class TileA, class TileB, bool AK, bool BK, int K>
+__device__ __forceinline__ uint32_t loads_only(const fb::LaneAddr<TileA, 16> &a,
+                                               const fb::LaneAddr<TileB, 16> &b)
+{
+    uint32_t x = 0;
+#pragma unroll
+    for (int k0 = 0; k0 < K; k0 += 16) {
+        uint32_t f[4];
+#pragma unroll
+        for (int mi = 0; mi < L::MT; ++mi) {
+            if constexpr (!AK) fb::ptx::ldmatrix_x4(f, a.at(16 * mi, k0));
+            else fb::ptx::ldmatrix_x4_trans(f, a.at(k0, 16 * mi));
+            x ^= f[0] ^ f[3];
+        }
+#pragma unroll
+        for (int nj = 0; nj < L::NT; nj += 2) {
+            if constexpr (!BK) fb::ptx::ldmatrix_x4(f, b.at(8 * nj, k0));
+            else fb::ptx::ldmatrix_x4_trans(f, b.at(k0, 8 * nj));
+            x ^= f[0] ^ f[3];
+        }
+    }
+    return x;
+}
+
+template <int CASE, int MINB>
+__global__ void __launch_bounds__(256, MINB)
+    probe(const T *init, float *out, long long *cycles, int iters)
+{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = warp / 4, gw = warp % 4;
+    if constexpr (CASE != REGS)
+        for (int i = tid; i < (MINB == 1 ? DATA_BYTES : OFF_P) / 16; i += blockDim.x)
+            reinterpret_cast<uint4 *>(smem)[i] = reinterpret_cast<const uint4 *>(init)[i];
+    __syncthreads();
+    const uint32_t base = fb::smem_u32(smem);
+    const uint32_t sQ = base + OFF_Q + g * TileQ::BYTES, sK = base + OFF_K + g * TileK::BYTES,
+                   sP = base + OFF_P + g * TileP::BYTES;
+    const long long t0 = clock64();
+    float sink = 0.0f;
+    uint32_t xs = 0;
+
+    if constexpr (CASE == REGS) {
+        uint32_t a[4] = {(uint32_t)tid, tid * 3u, tid * 5u, tid * 7u}, b0 = tid * 11u, b1 = tid * 13u;
+        float c[8][4] = {};
+        for (int it = 0; it < iters; ++it)
+#pragma unroll
+            for (int r = 0; r < MMA_REGS / 8; ++r)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) fb::ptx::mma_m16n8k16<T>(c[j], a, b0, b1);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) sink += c[j][0] + c[j][1] + c[j][2] + c[j][3];
+    } else {
+        const auto aS = fb::operand_addr<LS, TileQ, true, false>(sQ, gw, lane);
+        const auto bS = fb::operand_addr<LS, TileK, false, false>(sK, gw, lane);
+        const auto aKV = fb::operand_addr<LKV, TileP, true, true>(sP, gw, lane);
+        const auto bKV = fb::operand_addr<LKV, TileQ, false, true>(sQ, gw, lane);
+        const auto aQ = fb::operand_addr<LQ, TileP, true, false>(base + OFF_P, warp, lane);
+        const auto bQ = fb::operand_addr<LQ, TileK, false, true>(base + OFF_K, warp, lane);
+        float acc_kv[LKV::MT][LKV::NT][4];
+        fb::zero(acc_kv);
+        for (int it = 0; it < iters; ++it) {
+            if constexpr (CASE == S || CASE == STEP) {
+                float acc[LS::MT][LS::NT][4];
+                fb::zero(acc);
+                fb::warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc, aS, 0, bS, 0);
+                sink += fold(acc);
+            }
+            if constexpr (CASE == DV || CASE == STEP)
+                fb::warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(acc_kv, aKV, 0, bKV, 0);
+            if constexpr (CASE == DQ || CASE == STEP) {
+                float acc[LQ::MT][LQ::NT][4];
+                fb::zero(acc);
+                fb::warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc, aQ, 0, bQ, 0);
+                sink += fold(acc);
+            }
+            if constexpr (CASE == LDSM) {
+                xs ^= loads_only<LS, TileQ, TileK, false, false, HD>(aS, bS);
+                xs ^= loads_only<LKV, TileP, TileQ, true, true, BM>(aKV, bKV);
+                xs ^= loads_only<LQ, TileP, TileK, false, true, BN>(aQ, bQ);
+            }
+        }
+        sink += fold(acc_kv);
+    }
+    const long long t1 = clock64();
+    out[blockIdx.x * blockDim.x + tid] = sink + (float)(xs & 1);
+    if (tid == 0) cycles[blockIdx.x] = t1 - t0;
+}
+
+template <int CASE, int CTAS_PER_SM = 1>
+void run(const T *init, float *out, long long *cycles, int sms, int iters)
+{
+    /* Two CTAs an SM: S only (128 registers, its Q and K tiles: 96 KB a CTA), to see what
+     * twice the warps would give where registers allowed them. */
+    static_assert(CTAS_PER_SM == 1 || CASE == REGS || CASE == S, "registers and tiles fit");
+    constexpr int MINB = CASE == S ? CTAS_PER_SM : 1;
+    auto kernel = probe<CASE, MINB>;
+    const int ctas_per_sm = CTAS_PER_SM;
+    const int smem = CTAS_PER_SM == 1 ? SMEM_BYTES : CASE == S ? OFF_P : 0;
+    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const int grid = sms * ctas_per_sm;
+    kernel<<<grid, 256, smem>>>(init, out, cycles, iters / 10); /* warm-up */
+    CHECK(cudaGetLastError());
+    CHECK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1;
+    CHECK(cudaEventCreate(&e0));
+    CHECK(cudaEventCreate(&e1));
+    float best = 1e30f;
+    for (int r = 0; r < 5; ++r) {
+        CHECK(cudaEventRecord(e0));
+        kernel<<<grid, 256, smem>>>(init, out, cycles, iters);
+        CHECK(cudaGetLastError());
+        CHECK(cudaEventRecord(e1));
+        CHECK(cudaEventSynchronize(e1));
+        float ms;
+        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (ms < best) best = ms;
+    }
+    CHECK(cudaEventDestroy(e0));
+    CHECK(cudaEventDestroy(e1));
+    long long *host = (long long *)malloc(sizeof(long long) * grid);
+    if (!host) exit(1);
+    CHECK(cudaMemcpy(host, cycles, sizeof(long long) * grid, cudaMemcpyDeviceToHost));
+    double cyc = 0;
+    for (int i = 0; i < grid; ++i) cyc += (double)host[i];
+    cyc /= grid; /* a CTA's cycles in the last run (all CTAs run at once) */
+    free(host);
+
+    const int mma_warp = CASE == REGS   ? MMA_REGS
+                         : CASE == S    ? MMA_S
+                         : CASE == DV   ? MMA_DV
+                         : CASE == DQ   ? MMA_DQ
+                         : CASE == STEP ? MMA_S + MMA_DV + MMA_DQ
+                                        : 0;
+    const double warps = (double)grid * 8, mma = (double)mma_warp * iters * warps;
+    const double flops = mma * 2.0 * 16 * 8 * 16;
+    if (CASE == LDSM) {
+        const double bytes = (double)(LDSM_S + LDSM_DV + LDSM_DQ) * iters * warps;
+        printf("%-6s %d CTA/SM  %8.1f GB/s   %6.1f B per SM-clock   (%.0f cycles)\n",
+               case_name[CASE], ctas_per_sm, bytes / best / 1e6, bytes / sms / cyc, cyc);
+    } else {
+        printf("%-6s %d CTA/SM  %8.1f TFLOP/s  %6.3f mma per SM-clock  (%.0f cycles, %.3f ms)\n",
+               case_name[CASE], ctas_per_sm, flops / best / 1e9, mma / sms / cyc, cyc, best);
+    }
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    const int iters = argc > 1 ? atoi(argv[1]) : 4000;
+    cudaDeviceProp prop;
+    CHECK(cudaGetDeviceProperties(&prop, 0));
+    const int sms = prop.multiProcessorCount;
+    printf("%s, %d SMs; hd128 split tiles: S %dx%d, dV %dx%d, dQ %dx%d a warp; %d iterations\n",
+           prop.name, sms, LS::TM, LS::TN, LKV::TM, LKV::TN, LQ::TM, LQ::TN, iters);
+    printf("ldmatrix bytes per mma: S %d, dV %d, dQ %d\n", LDSM_S / MMA_S, LDSM_DV / MMA_DV,
+           LDSM_DQ / MMA_DQ);
+
+    const size_t n = DATA_BYTES / 2;
+    T *host = (T *)malloc(n * sizeof(T));
+    if (!host) return 1;
+    srand(12345u ^ (unsigned)iters);
+    for (size_t i = 0; i < n; ++i) host[i] = __float2bfloat16(2.0f * rand() / RAND_MAX - 1.0f);
+    T *init;
+    float *out;
+    long long *cycles;
+    CHECK(cudaMalloc(&init, n * sizeof(T)));
+    CHECK(cudaMalloc(&out, sizeof(float) * sms * 4 * 256));
+    CHECK(cudaMalloc(&cycles, sizeof(long long) * sms * 4));
+    CHECK(cudaMemcpy(init, host, n * sizeof(T), cudaMemcpyHostToDevice));
+    free(host);
+
+    run<REGS, 4>(init, out, cycles, sms, iters * 8);
+    run<REGS>(init, out, cycles, sms, iters * 8);
+    run<S>(init, out, cycles, sms, iters);
+    run<S, 2>(init, out, cycles, sms, iters);
+    run<DV>(init, out, cycles, sms, iters);
+    run<DQ>(init, out, cycles, sms, iters);
+    run<STEP>(init, out, cycles, sms, iters);
+    run<LDSM>(init, out, cycles, sms, iters);
+
+    CHECK(cudaFree(init));
+    CHECK(cudaFree(out));
+    CHECK(cudaFree(cycles));
+    return 0;
+}
