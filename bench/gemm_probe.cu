@@ -12,8 +12,8 @@
  * have a lower ceiling than that; this measures it, shape by shape and as the step's mix.
  * Cases (each prints TFLOP/s and mma per SM-clock, the latter clock-independent, since the
  * board may run below its boost clock at its power cap):
- *   regs32  register operands, 32 warps per SM (mma_peak's setup: the issue's ceiling)
- *   regs8   register operands, 8 warps per SM (the kernel's occupancy)
+ *   regs    register operands: at 4 CTAs an SM (32 warps, mma_peak's setup: the issue's
+ *           ceiling) and at 1 (8 warps, the kernel's occupancy)
  *   S       S = Q·Kᵀ / dP = dO·Vᵀ, SplitLayoutS (32 x 64 a warp), depth 128, every warp;
  *           also with two CTAs an SM (16 warps), which the kernel's registers do not allow
  *   dV      dV = Pᵀ·dO / dK = dSᵀ·Q, SplitLayoutKV (64 x 64), depth 64, both .trans
