@@ -29,19 +29,10 @@
 #include <stdlib.h>
 
 #include "bwd_config.cuh"
+#include "check.h" /* after cuda_runtime.h: CUDA_CHECK */
 #include "warp_gemm.cuh"
 
 namespace {
-
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        cudaError_t e_ = (call);                                                             \
-        if (e_ != cudaSuccess) {                                                             \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call,                    \
-                    cudaGetErrorString(e_));                                                 \
-            exit(1);                                                                         \
-        }                                                                                    \
-    } while (0)
 
 using T = __nv_bfloat16;
 /* hd128's sm_90 row (src/config_table.h): BM 64, BN 128, WQ 2. */
@@ -179,30 +170,30 @@ void run(const T *init, float *out, long long *cycles, int sms, int iters)
     auto kernel = probe<CASE, MINB>;
     const int ctas_per_sm = CTAS_PER_SM;
     const int smem = CTAS_PER_SM == 1 ? SMEM_BYTES : CASE == S ? OFF_P : 0;
-    CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const int grid = sms * ctas_per_sm;
     kernel<<<grid, 256, smem>>>(init, out, cycles, iters / 10); /* warm-up */
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaDeviceSynchronize());
     cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
+    CUDA_CHECK(cudaEventCreate(&e0));
+    CUDA_CHECK(cudaEventCreate(&e1));
     float best = 1e30f;
     for (int r = 0; r < 5; ++r) {
-        CHECK(cudaEventRecord(e0));
+        CUDA_CHECK(cudaEventRecord(e0));
         kernel<<<grid, 256, smem>>>(init, out, cycles, iters);
-        CHECK(cudaGetLastError());
-        CHECK(cudaEventRecord(e1));
-        CHECK(cudaEventSynchronize(e1));
+        CUDA_CHECK(cudaGetLastError());
+        CUDA_CHECK(cudaEventRecord(e1));
+        CUDA_CHECK(cudaEventSynchronize(e1));
         float ms;
-        CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
         if (ms < best) best = ms;
     }
-    CHECK(cudaEventDestroy(e0));
-    CHECK(cudaEventDestroy(e1));
+    CUDA_CHECK(cudaEventDestroy(e0));
+    CUDA_CHECK(cudaEventDestroy(e1));
     long long *host = (long long *)malloc(sizeof(long long) * grid);
     if (!host) exit(1);
-    CHECK(cudaMemcpy(host, cycles, sizeof(long long) * grid, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(host, cycles, sizeof(long long) * grid, cudaMemcpyDeviceToHost));
     double cyc = 0;
     for (int i = 0; i < grid; ++i) cyc += (double)host[i];
     cyc /= grid; /* a CTA's cycles in the last run (all CTAs run at once) */
@@ -232,7 +223,7 @@ int main(int argc, char **argv)
 {
     const int iters = argc > 1 ? atoi(argv[1]) : 4000;
     cudaDeviceProp prop;
-    CHECK(cudaGetDeviceProperties(&prop, 0));
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     const int sms = prop.multiProcessorCount;
     printf("%s, %d SMs; hd128 split tiles: S %dx%d, dV %dx%d, dQ %dx%d a warp; %d iterations\n",
            prop.name, sms, LS::TM, LS::TN, LKV::TM, LKV::TN, LQ::TM, LQ::TN, iters);
@@ -247,10 +238,10 @@ int main(int argc, char **argv)
     T *init;
     float *out;
     long long *cycles;
-    CHECK(cudaMalloc(&init, n * sizeof(T)));
-    CHECK(cudaMalloc(&out, sizeof(float) * sms * 4 * 256));
-    CHECK(cudaMalloc(&cycles, sizeof(long long) * sms * 4));
-    CHECK(cudaMemcpy(init, host, n * sizeof(T), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&init, n * sizeof(T)));
+    CUDA_CHECK(cudaMalloc(&out, sizeof(float) * sms * 4 * 256));
+    CUDA_CHECK(cudaMalloc(&cycles, sizeof(long long) * sms * 4));
+    CUDA_CHECK(cudaMemcpy(init, host, n * sizeof(T), cudaMemcpyHostToDevice));
     free(host);
 
     run<REGS, 4>(init, out, cycles, sms, iters * 8);
@@ -262,8 +253,8 @@ int main(int argc, char **argv)
     run<STEP>(init, out, cycles, sms, iters);
     run<LDSM>(init, out, cycles, sms, iters);
 
-    CHECK(cudaFree(init));
-    CHECK(cudaFree(out));
-    CHECK(cudaFree(cycles));
+    CUDA_CHECK(cudaFree(init));
+    CUDA_CHECK(cudaFree(out));
+    CUDA_CHECK(cudaFree(cycles));
     return 0;
 }
