@@ -3,7 +3,7 @@
  * operands in swizzled shared memory, one 8-warp CTA per SM as the kernel runs, and nothing
  * else (no exponentials, no barriers, no refill, no dQ reductions).
  *
- *   build/bench/gemm_probe [ITERS]
+ *   build/bench/gemm_probe [ITERS [CASE,CASE...]]
  *
  * Issue 6 asks 400 TFLOP/s at hd128 (62% of the register-operand mma.sync ceiling that
  * ../shared/tools/mma_peak.cu measures with 32 warps per SM). The kernel's warps read their
@@ -21,15 +21,25 @@
  *   step    each group its role's three GEMMs back to back, as one hd128 step has them
  *           (S or dP, then dV or dK, then dQ): 320 mma a warp, 2560 a CTA
  *   ldsm    the step's ldmatrix without the mma (shared-memory read bandwidth, B/clk)
+ *   step+red  the step with each warp's dQ block added into global memory as the kernel
+ *           does (red.global.add.v4.f32, 32 KB a CTA a step), every CTA into the same
+ *           64 x 128 block of a 256-block buffer at the same iteration, as a head's CTAs
+ *           at long non-causal lengths do
+ *   step+l2 step+red and the next block's Q and dO read from L2 (32 KB a CTA a step, the
+ *           same block for every CTA): the step's whole L2 traffic beside its GEMMs
+ * At the board's power cap the clock falls as energy per mma rises, so TFLOP/s, not mma
+ * per clock, says what a case costs there (docs/performance.md, thirty-ninth session).
  * Inputs are random values in [-1, 1] (zeros would draw less power than real data).
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bwd_config.cuh"
 #include "check.h" /* after cuda_runtime.h: CUDA_CHECK */
+#include "ptx/red.cuh"
 #include "warp_gemm.cuh"
 
 namespace {
@@ -52,8 +62,12 @@ constexpr int DATA_BYTES = OFF_P + 2 * TileP::BYTES;
 constexpr int SMEM_BYTES = 160 * 1024;
 static_assert(DATA_BYTES <= SMEM_BYTES, "the tiles fit");
 
-enum Case { REGS, S, DV, DQ, STEP, LDSM, NUM_CASES };
-const char *const case_name[NUM_CASES] = {"regs", "S", "dV", "dQ", "step", "ldsm"};
+enum Case { REGS, S, DV, DQ, STEP, LDSM, STEP_RED, STEP_L2, NUM_CASES };
+const char *const case_name[NUM_CASES] = {"regs", "S", "dV", "dQ", "step", "ldsm", "step+red",
+                                          "step+l2"};
+/* The global buffers of step+red and step+l2: NB query blocks of fp32 dQ sums (BM x HD)
+ * and of Q and dO (2 x BM x HD, 16-bit): 8 MB each, in L2 as a head's are. */
+constexpr int NB = 256, DQ_BLOCK = BM * HD, QDO_BLOCK_U4 = 2 * BM * HD * 2 / 16;
 /* m16n8k16 per warp per iteration, and ldmatrix bytes per warp per iteration */
 constexpr int MMA_S = LS::MT * LS::NT * (HD / 16), MMA_DV = LKV::MT * LKV::NT * (BM / 16),
               MMA_DQ = LQ::MT * LQ::NT * (BN / 16), MMA_REGS = 8 * 8;
@@ -98,7 +112,7 @@ __device__ __forceinline__ uint32_t loads_only(const fb::LaneAddr<TileA, 16> &a,
 
 template <int CASE, int MINB>
 __global__ void __launch_bounds__(256, MINB)
-    probe(const T *init, float *out, long long *cycles, int iters)
+    probe(const T *init, float *out, long long *cycles, int iters, float *dq, const uint4 *qdo)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = warp / 4, gw = warp % 4;
@@ -133,19 +147,40 @@ __global__ void __launch_bounds__(256, MINB)
         float acc_kv[LKV::MT][LKV::NT][4];
         fb::zero(acc_kv);
         for (int it = 0; it < iters; ++it) {
-            if constexpr (CASE == S || CASE == STEP) {
+            if constexpr (CASE == S || CASE == STEP || CASE == STEP_RED || CASE == STEP_L2) {
                 float acc[LS::MT][LS::NT][4];
                 fb::zero(acc);
                 fb::warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc, aS, 0, bS, 0);
                 sink += fold(acc);
             }
-            if constexpr (CASE == DV || CASE == STEP)
+            if constexpr (CASE == DV || CASE == STEP || CASE == STEP_RED || CASE == STEP_L2)
                 fb::warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(acc_kv, aKV, 0, bKV, 0);
-            if constexpr (CASE == DQ || CASE == STEP) {
+            if constexpr (CASE == DQ || CASE == STEP || CASE == STEP_RED || CASE == STEP_L2) {
                 float acc[LQ::MT][LQ::NT][4];
                 fb::zero(acc);
                 fb::warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc, aQ, 0, bQ, 0);
-                sink += fold(acc);
+                if constexpr (CASE == STEP_RED || CASE == STEP_L2) {
+                    /* each warp's 32 x 32 block as 8 coalesced 512-byte reductions */
+                    float *blk = dq + (size_t)(it % NB) * DQ_BLOCK + warp * 1024 + lane * 4;
+#pragma unroll
+                    for (int mi = 0; mi < LQ::MT; ++mi)
+#pragma unroll
+                        for (int nj = 0; nj < LQ::NT; ++nj)
+                            fb::ptx::red_global_add_v4_f32(blk + (mi * LQ::NT + nj) * 128,
+                                                           acc[mi][nj][0], acc[mi][nj][1],
+                                                           acc[mi][nj][2], acc[mi][nj][3]);
+                } else {
+                    sink += fold(acc);
+                }
+            }
+            if constexpr (CASE == STEP_L2) {
+                /* the next block's Q and dO: 8 x 16 bytes a thread, from L2 */
+                const uint4 *src = qdo + (size_t)((it + 1) % NB) * QDO_BLOCK_U4 + tid;
+#pragma unroll
+                for (int j = 0; j < QDO_BLOCK_U4 / 256; ++j) {
+                    const uint4 v = __ldcg(src + j * 256);
+                    xs ^= v.x ^ v.w;
+                }
             }
             if constexpr (CASE == LDSM) {
                 xs ^= loads_only<LS, TileQ, TileK, false, false, HD>(aS, bS);
@@ -161,7 +196,8 @@ __global__ void __launch_bounds__(256, MINB)
 }
 
 template <int CASE, int CTAS_PER_SM = 1>
-void run(const T *init, float *out, long long *cycles, int sms, int iters)
+void run(const T *init, float *out, long long *cycles, int sms, int iters, float *dq,
+         const uint4 *qdo)
 {
     /* Two CTAs an SM: S only (128 registers, its Q and K tiles: 96 KB a CTA), to see what
      * twice the warps would give where registers allowed them. */
@@ -172,7 +208,7 @@ void run(const T *init, float *out, long long *cycles, int sms, int iters)
     const int smem = CTAS_PER_SM == 1 ? SMEM_BYTES : CASE == S ? OFF_P : 0;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const int grid = sms * ctas_per_sm;
-    kernel<<<grid, 256, smem>>>(init, out, cycles, iters / 10); /* warm-up */
+    kernel<<<grid, 256, smem>>>(init, out, cycles, iters / 10, dq, qdo); /* warm-up */
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
     cudaEvent_t e0, e1;
@@ -181,7 +217,7 @@ void run(const T *init, float *out, long long *cycles, int sms, int iters)
     float best = 1e30f;
     for (int r = 0; r < 5; ++r) {
         CUDA_CHECK(cudaEventRecord(e0));
-        kernel<<<grid, 256, smem>>>(init, out, cycles, iters);
+        kernel<<<grid, 256, smem>>>(init, out, cycles, iters, dq, qdo);
         CUDA_CHECK(cudaGetLastError());
         CUDA_CHECK(cudaEventRecord(e1));
         CUDA_CHECK(cudaEventSynchronize(e1));
@@ -203,8 +239,8 @@ void run(const T *init, float *out, long long *cycles, int sms, int iters)
                          : CASE == S    ? MMA_S
                          : CASE == DV   ? MMA_DV
                          : CASE == DQ   ? MMA_DQ
-                         : CASE == STEP ? MMA_S + MMA_DV + MMA_DQ
-                                        : 0;
+                         : CASE == LDSM ? 0
+                                        : MMA_S + MMA_DV + MMA_DQ; /* the steps */
     const double warps = (double)grid * 8, mma = (double)mma_warp * iters * warps;
     const double flops = mma * 2.0 * 16 * 8 * 16;
     if (CASE == LDSM) {
@@ -244,14 +280,34 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaMemcpy(init, host, n * sizeof(T), cudaMemcpyHostToDevice));
     free(host);
 
-    run<REGS, 4>(init, out, cycles, sms, iters * 8);
-    run<REGS>(init, out, cycles, sms, iters * 8);
-    run<S>(init, out, cycles, sms, iters);
-    run<S, 2>(init, out, cycles, sms, iters);
-    run<DV>(init, out, cycles, sms, iters);
-    run<DQ>(init, out, cycles, sms, iters);
-    run<STEP>(init, out, cycles, sms, iters);
-    run<LDSM>(init, out, cycles, sms, iters);
+    float *dq;
+    uint4 *qdo;
+    CUDA_CHECK(cudaMalloc(&dq, sizeof(float) * NB * DQ_BLOCK));
+    CUDA_CHECK(cudaMalloc(&qdo, sizeof(uint4) * NB * QDO_BLOCK_U4));
+    CUDA_CHECK(cudaMemset(dq, 0, sizeof(float) * NB * DQ_BLOCK));
+    CUDA_CHECK(cudaMemset(qdo, 0x3c, sizeof(uint4) * NB * QDO_BLOCK_U4));
+
+    /* argv[2]: the cases to run, by name, comma-separated (default: all) */
+    auto want = [&](int c) {
+        if (argc <= 2) return true;
+        char list[256];
+        snprintf(list, sizeof list, ",%s,", argv[2]);
+        char name[32];
+        snprintf(name, sizeof name, ",%s,", case_name[c]);
+        return strstr(list, name) != NULL;
+    };
+    if (want(REGS)) run<REGS, 4>(init, out, cycles, sms, iters * 8, dq, qdo);
+    if (want(REGS)) run<REGS>(init, out, cycles, sms, iters * 8, dq, qdo);
+    if (want(S)) run<S>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(S)) run<S, 2>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(DV)) run<DV>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(DQ)) run<DQ>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP)) run<STEP>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(LDSM)) run<LDSM>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_RED)) run<STEP_RED>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_L2)) run<STEP_L2>(init, out, cycles, sms, iters, dq, qdo);
+    CUDA_CHECK(cudaFree(dq));
+    CUDA_CHECK(cudaFree(qdo));
 
     CUDA_CHECK(cudaFree(init));
     CUDA_CHECK(cudaFree(out));
