@@ -2,6 +2,7 @@
 
     python3 bench/clocks.py [--lib build/libflashbwd.so] [--dim 128] [--seqlen 16384]
         [--causal 0] [--dtype bf16] [--seconds 4] [--backends flashbwd,flash,cudnn]
+    python3 bench/clocks.py --command "build-dev/bench/gemm_probe 100000 step+red"
 
 For each backend (flashbwd through ctypes, PyTorch's flash and cuDNN backward) it runs the
 backward of one grid point (batch*seqlen = 16k tokens, heads = 2048/dim, as
@@ -11,6 +12,9 @@ the run, and TFLOP/s per GHz. Whether a kernel runs below the boost clock becaus
 board sits at its power limit decides whether energy per step (shared-memory bytes,
 instructions) is worth as much as cycles per step (docs/performance.md, thirty-eighth
 session).
+With --command it samples the same way while a shell command runs instead (a probe, a
+benchmark), prints the command's output and then the median clock and power over it,
+and exits with the command's status; that mode needs no PyTorch.
 """
 import argparse
 import ctypes
@@ -20,12 +24,9 @@ import subprocess
 import sys
 import time
 
-import torch
-import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare_torch import FlashBwd  # noqa: E402
+# CLOCKS_NVIDIA_SMI names another sampler (tests/clocks_script.sh runs a fake one).
+SMI = [os.environ.get("CLOCKS_NVIDIA_SMI", "nvidia-smi"), "--query-gpu=clocks.sm,power.draw",
+       "--format=csv,noheader,nounits", "-lms", "100"]
 
 
 def sample(proc):
@@ -42,6 +43,40 @@ def sample(proc):
     return rows
 
 
+def start_smi():
+    """nvidia-smi sampling every 100 ms until sample() stops it; exits if there is none."""
+    try:
+        return subprocess.Popen(SMI, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+    except OSError as e:
+        sys.exit(f"clocks.py: cannot run {SMI[0]} ({e.strerror}): it samples the clock and "
+                 "power, so run this on the GPU machine")
+
+
+def median_line(rows):
+    """(MHz, W): the samples' medians, or None when there are none."""
+    if not rows:
+        return None
+    return statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows)
+
+
+def run_command(cmd):
+    """Run one shell command while nvidia-smi samples; print its output and the medians."""
+    smi = start_smi()
+    time.sleep(0.3)  # its first sample is taken before the load
+    t0 = time.time()
+    res = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    secs = time.time() - t0
+    med = median_line(sample(smi)[3:])
+    sys.stdout.write(res.stdout)
+    if med:
+        print(f"clocks: {cmd}: {secs:.1f} s, median {med[0]:.0f} MHz, {med[1]:.0f} W")
+    else:
+        print(f"clocks: {cmd}: {secs:.1f} s (no nvidia-smi samples)")
+    return res.returncode
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/libflashbwd.so")
@@ -51,7 +86,16 @@ def main():
     ap.add_argument("--dtype", default="bf16")
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--backends", default="flashbwd,flash,cudnn")
+    ap.add_argument("--command", help="sample while this shell command runs instead")
     args = ap.parse_args()
+    if args.command:
+        return run_command(args.command)
+    import torch  # the backends' mode only
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from compare_torch import FlashBwd
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
     d, s, causal = args.dim, args.seqlen, bool(args.causal)
     b, h = max(1, 16384 // s), 2048 // d
@@ -94,9 +138,7 @@ def main():
         for _ in range(20):  # warm-up
             fn()
         torch.cuda.synchronize()
-        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
-                                "--format=csv,noheader,nounits", "-lms", "100"],
-                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        smi = start_smi()
         time.sleep(0.3)  # its first sample is taken before the load
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         n, t_end = 0, time.time() + args.seconds
@@ -111,16 +153,17 @@ def main():
         rows = sample(smi)[3:]  # samples from the load on
         ms = e0.elapsed_time(e1)
         tflops = flops * n / (ms * 1e-3) / 1e12
-        if rows:
-            mhz = statistics.median(r[0] for r in rows)
-            watts = statistics.median(r[1] for r in rows)
+        med = median_line(rows)
+        if med:
+            mhz, watts = med
             print(f"{name:>9} {tflops:8.1f} {mhz:6.0f} {watts:6.0f} {tflops / mhz * 1e3:12.1f} "
                   f"{len(rows):7d}", flush=True)
         else:
             print(f"{name:>9} {tflops:8.1f} (no nvidia-smi samples)", flush=True)
     fb.lib.flashbwd_plan_destroy(plan)
     fb.check(fb.lib.flashbwd_workspace_free(ws_ptr))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
