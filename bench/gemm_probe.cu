@@ -1,7 +1,8 @@
 /* gemm_probe.cu — how fast the split kernel's GEMMs can run at all: the hd128 step's five
  * warp GEMMs, with the kernel's own tiles, layouts and warp_gemm (kernels/warp_gemm.cuh),
  * operands in swizzled shared memory, one 8-warp CTA per SM as the kernel runs, and nothing
- * else (no exponentials, no barriers, no refill, no dQ reductions).
+ * else (no exponentials, no barriers, no refill, no dQ reductions), except in the two
+ * step cases that add the step's L2 traffic (step+red, step+l2).
  *
  *   build/bench/gemm_probe [ITERS [CASE,CASE...]]
  *
