@@ -30,7 +30,8 @@ SMI = [os.environ.get("CLOCKS_NVIDIA_SMI", "nvidia-smi"), "--query-gpu=clocks.sm
 
 
 def sample(proc):
-    """The (clock MHz, power W) samples nvidia-smi printed so far, until it is stopped."""
+    """The (clock MHz, power W) samples nvidia-smi printed since the load started (all but
+    the first three, taken during start_smi's wait), stopping it."""
     proc.terminate()
     out, _ = proc.communicate()
     rows = []
@@ -40,17 +41,20 @@ def sample(proc):
             rows.append((float(parts[0]), float(parts[1])))
         except (ValueError, IndexError):
             continue
-    return rows
+    return rows[3:]
 
 
 def start_smi():
-    """nvidia-smi sampling every 100 ms until sample() stops it; exits if there is none."""
+    """nvidia-smi sampling every 100 ms until sample() stops it, started 0.3 s before the
+    load (its first sample is taken at once); exits if there is none."""
     try:
-        return subprocess.Popen(SMI, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        proc = subprocess.Popen(SMI, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 text=True)
     except OSError as e:
         sys.exit(f"clocks.py: cannot run {SMI[0]} ({e.strerror}): it samples the clock and "
                  "power, so run this on the GPU machine")
+    time.sleep(0.3)
+    return proc
 
 
 def median_line(rows):
@@ -63,12 +67,11 @@ def median_line(rows):
 def run_command(cmd):
     """Run one shell command while nvidia-smi samples; print its output and the medians."""
     smi = start_smi()
-    time.sleep(0.3)  # its first sample is taken before the load
     t0 = time.time()
     res = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
     secs = time.time() - t0
-    med = median_line(sample(smi)[3:])
+    med = median_line(sample(smi))
     sys.stdout.write(res.stdout)
     if med:
         print(f"clocks: {cmd}: {secs:.1f} s, median {med[0]:.0f} MHz, {med[1]:.0f} W")
@@ -139,7 +142,6 @@ def main():
             fn()
         torch.cuda.synchronize()
         smi = start_smi()
-        time.sleep(0.3)  # its first sample is taken before the load
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         n, t_end = 0, time.time() + args.seconds
         e0.record()
@@ -150,7 +152,7 @@ def main():
             torch.cuda.synchronize()
         e1.record()
         torch.cuda.synchronize()
-        rows = sample(smi)[3:]  # samples from the load on
+        rows = sample(smi)
         ms = e0.elapsed_time(e1)
         tflops = flops * n / (ms * 1e-3) / 1e12
         med = median_line(rows)
