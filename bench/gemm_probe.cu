@@ -124,6 +124,8 @@ __global__ void __launch_bounds__(256, MINB)
     const uint32_t base = fb::smem_u32(smem);
     const uint32_t sQ = base + OFF_Q + g * TileQ::BYTES, sK = base + OFF_K + g * TileK::BYTES,
                    sP = base + OFF_P + g * TileP::BYTES;
+    /* the cases that run all three GEMMs of a step */
+    constexpr bool STEPS = CASE == STEP || CASE == STEP_RED || CASE == STEP_L2;
     const long long t0 = clock64();
     float sink = 0.0f;
     uint32_t xs = 0;
@@ -148,15 +150,15 @@ __global__ void __launch_bounds__(256, MINB)
         float acc_kv[LKV::MT][LKV::NT][4];
         fb::zero(acc_kv);
         for (int it = 0; it < iters; ++it) {
-            if constexpr (CASE == S || CASE == STEP || CASE == STEP_RED || CASE == STEP_L2) {
+            if constexpr (CASE == S || STEPS) {
                 float acc[LS::MT][LS::NT][4];
                 fb::zero(acc);
                 fb::warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc, aS, 0, bS, 0);
                 sink += fold(acc);
             }
-            if constexpr (CASE == DV || CASE == STEP || CASE == STEP_RED || CASE == STEP_L2)
+            if constexpr (CASE == DV || STEPS)
                 fb::warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(acc_kv, aKV, 0, bKV, 0);
-            if constexpr (CASE == DQ || CASE == STEP || CASE == STEP_RED || CASE == STEP_L2) {
+            if constexpr (CASE == DQ || STEPS) {
                 float acc[LQ::MT][LQ::NT][4];
                 fb::zero(acc);
                 fb::warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc, aQ, 0, bQ, 0);
