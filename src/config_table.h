@@ -172,6 +172,15 @@
  * 512/1k causal keys: hence an instance of its own. */
 #define FB_SPLIT_FULL(hd) ((hd) == 64)
 
+/* FB_SPLIT_FULL_KEYS: the longest seqlen_k a plan takes the full-tile instance for; past it
+ * the plain instance serves, whose P warps run a plan without a mask in their one-variant
+ * loop too (FB_SPLIT_PEEL), so only the allocation differs. Same runs on the H200
+ * (docs/performance.md, fortieth session), hd64 non-causal, the plain instance against the
+ * full-tile one: 512 keys 0.983 / 0.982 (bf16 / fp16), 1k 1.002 / 1.009, 2k 1.015 /
+ * 1.023, 4k 1.020 / 1.035, 8k 1.020 / 1.039, 16k 1.023 / 1.034; sustained (clocks.py,
+ * 3 s a run, twice) 4k +1.4 / +2.2%, 16k +1.7 / +2.5%. */
+#define FB_SPLIT_FULL_KEYS 1024
+
 /* FB_SPLIT_PEEL(hd): in the split kernel's plain and grouped instances the P warps run the
  * steps whose tiles need no mask (without a left window, ALiBi or a partial key block:
  * under a causal mask all but the diagonal's) in a loop of their own with one variant of

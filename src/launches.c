@@ -19,7 +19,8 @@
  * can serve.
  * Where no tile can need a mask (no window, not varlen, whole key blocks) the split
  * kernel's full-tile instance serves the plan's executes that bind no ALiBi slopes
- * (FB_SPLIT_FULL rows); FLASHBWD_SPLIT_FULL=0 (testing) keeps the plain instance.
+ * (FB_SPLIT_FULL rows, up to FB_SPLIT_FULL_KEYS keys); FLASHBWD_SPLIT_FULL=0|1 (testing)
+ * keeps the plain instance, or takes the full-tile one at any length.
  * Short split plans zero their dQ sums in the main kernel, not the preprocess
  * (FB_SPLIT_DQ_ZERO_BYTES; FLASHBWD_SPLIT_DQ_ZERO=0|1 for tests and A/B runs).
  * The plan also keeps the launches as one CUDA graph (built at plan creation, replayed by
@@ -170,12 +171,15 @@ int32_t fb_launches_plan(flashbwd_plan *plan)
                                     (group > 0 && group < p->heads_q));
     /* The full-tile instance (FB_SPLIT_FULL) where no tile can need a mask: no window, no
      * varlen (whose sequences end anywhere) and whole key blocks; ALiBi is an execute-time
-     * binding, so execute takes the plain instance when slopes are bound.
-     * FLASHBWD_SPLIT_FULL=0 (testing, A/B) keeps the plain instance. */
-    t->split_full = t->split && !t->split_grouped && FB_SPLIT_FULL(c->kernel_head_dim) &&
-                    !masked && !p->varlen && p->seqlen_k % plan->config.block_n == 0;
+     * binding, so execute takes the plain instance when slopes are bound. Only up to
+     * FB_SPLIT_FULL_KEYS keys, past which the plain instance runs faster.
+     * FLASHBWD_SPLIT_FULL=0|1 (testing, A/B) keeps the plain instance, or takes the
+     * full-tile one at any length where no tile can need a mask. */
+    const int full_ok = t->split && !t->split_grouped && FB_SPLIT_FULL(c->kernel_head_dim) &&
+                        !masked && !p->varlen && p->seqlen_k % plan->config.block_n == 0;
+    t->split_full = full_ok && p->seqlen_k <= FB_SPLIT_FULL_KEYS;
     FB_TRY(env_switch(plan, "FLASHBWD_SPLIT_FULL", &on));
-    if (on >= 0) t->split_full = t->split_full && on;
+    if (on >= 0) t->split_full = full_ok && on;
     if (group > 0)
         set(&t->launch[FLASHBWD_LAUNCH_MAIN], group, n_blocks, p->batch * (p->heads_q / group),
             plan->config.smem_bytes);

@@ -900,44 +900,50 @@ static void test_dq_zeroing_in_main_follows_the_head_sums_and_its_switch(void **
 
 /* The split kernel's full-tile instance (FB_SPLIT_FULL rows; kernels/bwd_split.cuh) has
  * one variant of the exponentials, no mask: a plan may take it only where no tile can need
- * one (no causal mask or window, not varlen, whole key blocks), and FLASHBWD_SPLIT_FULL=0
- * turns it off. Execute still takes the plain instance when ALiBi slopes are bound (the GPU
- * suite checks that). */
+ * one (no causal mask or window, not varlen, whole key blocks), and takes it up to
+ * FB_SPLIT_FULL_KEYS keys. FLASHBWD_SPLIT_FULL=0 turns it off, =1 on at any length where
+ * it may serve. Execute still takes the plain instance when ALiBi slopes are bound (the
+ * GPU suite checks that). */
 static void test_full_tile_instance_only_where_no_tile_needs_a_mask(void **state)
 {
     (void)state;
+    const int64_t longest = FB_SPLIT_FULL_KEYS, past = FB_SPLIT_FULL_KEYS + 1024;
     const struct {
         const char *name;
         int32_t head_dim, causal, window, varlen, deterministic;
         int64_t seqlen_k;
-        int32_t want;
+        int32_t may, by_default; /* may serve (=1 takes it); takes it without the switch */
     } cases[] = {
-        {"hd64 1024 keys", 64, 0, 0, 0, 0, 1024, 1},
-        {"hd40 (the 64 kernel) 512 keys", 40, 0, 0, 0, 0, 512, 1},
-        {"hd64 128 keys", 64, 0, 0, 0, 0, 128, 1},
-        {"hd64 1000 keys (a partial key block)", 64, 0, 0, 0, 0, 1000, 0},
-        {"hd64 causal", 64, 1, 0, 0, 0, 1024, 0},
-        {"hd64 window", 64, 0, 1, 0, 0, 1024, 0},
-        {"hd64 varlen", 64, 0, 0, 1, 0, 1024, 0},
-        {"hd64 deterministic (no split kernel)", 64, 0, 0, 0, 1, 1024, 0},
-        {"hd128 (no full-tile instance)", 128, 0, 0, 0, 0, 1024, FB_SPLIT_FULL(128)},
+        {"hd64 at FB_SPLIT_FULL_KEYS", 64, 0, 0, 0, 0, longest, 1, 1},
+        {"hd64 past FB_SPLIT_FULL_KEYS", 64, 0, 0, 0, 0, past, 1, 0},
+        {"hd40 (the 64 kernel) 512 keys", 40, 0, 0, 0, 0, 512, 1, 1},
+        {"hd64 128 keys", 64, 0, 0, 0, 0, 128, 1, 1},
+        {"hd64 1000 keys (a partial key block)", 64, 0, 0, 0, 0, 1000, 0, 0},
+        {"hd64 causal", 64, 1, 0, 0, 0, 1024, 0, 0},
+        {"hd64 window", 64, 0, 1, 0, 0, 1024, 0, 0},
+        {"hd64 varlen", 64, 0, 0, 1, 0, 1024, 0, 0},
+        {"hd64 deterministic (no split kernel)", 64, 0, 0, 0, 1, 1024, 0, 0},
+        {"hd128 (no full-tile instance)", 128, 0, 0, 0, 0, 1024, FB_SPLIT_FULL(128),
+         FB_SPLIT_FULL(128)},
     };
+    const char *const env_value[] = {NULL, "0", "1"};
     for (size_t c = 0; c < COUNT_OF(cases); ++c)
-        for (int env = 0; env < 2; ++env) {
+        for (int env = 0; env < 3; ++env) {
             const shape s = {cases[c].name, 2, 4, 4, 700, cases[c].seqlen_k, cases[c].varlen, 0, 0};
             flashbwd_problem p = planning_problem(90, cases[c].head_dim, &s);
             p.causal = cases[c].causal;
             p.deterministic = cases[c].deterministic;
             if (cases[c].window) p.use_window = 1, p.window_left = 100, p.window_right = 100;
             flashbwd_plan *plan = NULL;
-            const int32_t st = env ? plan_create_with_env("FLASHBWD_SPLIT_FULL", "0", &p, &plan)
-                                   : flashbwd_plan_create(&p, &plan);
+            const int32_t st =
+                env_value[env] ? plan_create_with_env("FLASHBWD_SPLIT_FULL", env_value[env], &p, &plan)
+                               : flashbwd_plan_create(&p, &plan);
             if (st != FLASHBWD_OK) fail_msg("%s: %s", cases[c].name, flashbwd_last_error());
             const fb_launch_table *t = &plan->launches;
-            const int want = env ? 0 : cases[c].want;
+            const int want = env == 0 ? cases[c].by_default : env == 1 ? 0 : cases[c].may;
             if (t->split_full != want)
-                fail_msg("%s%s: split_full %d, expected %d", cases[c].name,
-                         env ? " (FLASHBWD_SPLIT_FULL=0)" : "", t->split_full, want);
+                fail_msg("%s (FLASHBWD_SPLIT_FULL %s): split_full %d, expected %d", cases[c].name,
+                         env_value[env] ? env_value[env] : "unset", t->split_full, want);
             if (t->split_full && (!t->split || t->split_grouped))
                 fail_msg("%s: the full-tile instance outside a plain split plan", cases[c].name);
             flashbwd_plan_destroy(plan);
