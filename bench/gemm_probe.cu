@@ -1,8 +1,8 @@
 /* gemm_probe.cu — how fast the split kernel's GEMMs can run at all: the hd128 step's five
  * warp GEMMs, with the kernel's own tiles, layouts and warp_gemm (kernels/warp_gemm.cuh),
  * operands in swizzled shared memory, one 8-warp CTA per SM as the kernel runs, and nothing
- * else (no exponentials, no barriers, no refill, no dQ reductions), except in the two
- * step cases that add the step's L2 traffic (step+red, step+l2).
+ * else (no exponentials, no barriers, no refill, no dQ reductions), except in the three
+ * step cases that add the step's L2 traffic (step+red, step+l2, step+tma).
  *
  *   build/bench/gemm_probe [ITERS [CASE,CASE...]]
  *
@@ -27,7 +27,12 @@
  *           64 x 128 block of a 256-block buffer at the same iteration, as a head's CTAs
  *           at long non-causal lengths do
  *   step+l2 step+red and the next block's Q and dO read from L2 (32 KB a CTA a step, the
- *           same block for every CTA): the step's whole L2 traffic beside its GEMMs
+ *           same block for every CTA) with plain loads into registers, each waited for in
+ *           its step: the L2 round trip unhidden, an upper bound on what the traffic costs
+ *   step+tma step+red and the next block's Q and dO copied from L2 into shared memory as
+ *           the kernel's refill does, by the copy engine (one 32 KB bulk copy a step on an
+ *           mbarrier, waited for a step later, a CTA barrier after the wait): the step's
+ *           whole L2 traffic beside its GEMMs, asynchronous
  * At the board's power cap the clock falls as energy per mma rises, so TFLOP/s, not mma
  * per clock, says what a case costs there (docs/performance.md, thirty-ninth session).
  * Inputs are random values in [-1, 1] (zeros would draw less power than real data).
@@ -40,7 +45,9 @@
 
 #include "bwd_config.cuh"
 #include "check.h" /* after cuda_runtime.h: CUDA_CHECK */
+#include "ptx/mbarrier.cuh"
 #include "ptx/red.cuh"
+#include "ptx/tma.cuh"
 #include "warp_gemm.cuh"
 
 namespace {
@@ -60,13 +67,15 @@ constexpr int HD = 128, BM = 64, BN = 128;
  * that one CTA fills an SM as the split kernel's 161 KB do. */
 constexpr int OFF_Q = 0, OFF_K = 2 * TileQ::BYTES, OFF_P = OFF_K + 2 * TileK::BYTES;
 constexpr int DATA_BYTES = OFF_P + 2 * TileP::BYTES;
-constexpr int SMEM_BYTES = 160 * 1024;
-static_assert(DATA_BYTES <= SMEM_BYTES, "the tiles fit");
+/* step+tma: the copies' destination (a Q and a dO tile) and their mbarrier */
+constexpr int QDO_BYTES = 2 * TileQ::BYTES, OFF_COPY = DATA_BYTES, OFF_BAR = OFF_COPY + QDO_BYTES;
+constexpr int SMEM_BYTES = 161 * 1024;
+static_assert(OFF_BAR + 8 <= SMEM_BYTES, "the tiles, the copies' tile and the mbarrier fit");
 
-enum Case { REGS, S, DV, DQ, STEP, LDSM, STEP_RED, STEP_L2, NUM_CASES };
+enum Case { REGS, S, DV, DQ, STEP, LDSM, STEP_RED, STEP_L2, STEP_TMA, NUM_CASES };
 const char *const case_name[NUM_CASES] = {"regs", "S", "dV", "dQ", "step", "ldsm", "step+red",
-                                          "step+l2"};
-/* The global buffers of step+red and step+l2: NB query blocks of fp32 dQ sums (BM x HD)
+                                          "step+l2", "step+tma"};
+/* The global buffers of the L2 cases: NB query blocks of fp32 dQ sums (BM x HD)
  * and of Q and dO (2 x BM x HD, 16-bit): 8 MB each, in L2 as a head's are. */
 constexpr int NB = 256, DQ_BLOCK = BM * HD, QDO_BLOCK_U4 = 2 * BM * HD * 2 / 16;
 /* m16n8k16 per warp per iteration, and ldmatrix bytes per warp per iteration */
@@ -120,12 +129,17 @@ __global__ void __launch_bounds__(256, MINB)
     if constexpr (CASE != REGS)
         for (int i = tid; i < (MINB == 1 ? DATA_BYTES : OFF_P) / 16; i += blockDim.x)
             reinterpret_cast<uint4 *>(smem)[i] = reinterpret_cast<const uint4 *>(init)[i];
+    const uint32_t base = fb::smem_u32(smem), bar = base + OFF_BAR;
+    if (CASE == STEP_TMA && tid == 0) {
+        fb::ptx::mbarrier_init(bar, 1); /* the issuing thread's arrival, then the bytes */
+        fb::ptx::fence_mbarrier_init();
+    }
     __syncthreads();
-    const uint32_t base = fb::smem_u32(smem);
     const uint32_t sQ = base + OFF_Q + g * TileQ::BYTES, sK = base + OFF_K + g * TileK::BYTES,
                    sP = base + OFF_P + g * TileP::BYTES;
     /* the cases that run all three GEMMs of a step */
-    constexpr bool STEPS = CASE == STEP || CASE == STEP_RED || CASE == STEP_L2;
+    constexpr bool STEPS = CASE == STEP || CASE == STEP_RED || CASE == STEP_L2 || CASE == STEP_TMA;
+    constexpr bool REDS = CASE == STEP_RED || CASE == STEP_L2 || CASE == STEP_TMA;
     const long long t0 = clock64();
     float sink = 0.0f;
     uint32_t xs = 0;
@@ -150,6 +164,17 @@ __global__ void __launch_bounds__(256, MINB)
         float acc_kv[LKV::MT][LKV::NT][4];
         fb::zero(acc_kv);
         for (int it = 0; it < iters; ++it) {
+            if constexpr (CASE == STEP_TMA) {
+                /* the previous step's copy has landed, every thread has seen it, and the
+                 * next one starts (the kernel's full[s] wait, then its refill) */
+                if (it > 0) fb::ptx::mbarrier_wait(bar, (it - 1) & 1);
+                __syncthreads();
+                if (tid == 0) {
+                    fb::ptx::mbarrier_arrive_expect_tx(bar, QDO_BYTES);
+                    fb::ptx::bulk_load(base + OFF_COPY, qdo + (size_t)((it + 1) % NB) * QDO_BLOCK_U4,
+                                       QDO_BYTES, bar);
+                }
+            }
             if constexpr (CASE == S || STEPS) {
                 float acc[LS::MT][LS::NT][4];
                 fb::zero(acc);
@@ -162,7 +187,7 @@ __global__ void __launch_bounds__(256, MINB)
                 float acc[LQ::MT][LQ::NT][4];
                 fb::zero(acc);
                 fb::warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc, aQ, 0, bQ, 0);
-                if constexpr (CASE == STEP_RED || CASE == STEP_L2) {
+                if constexpr (REDS) {
                     /* each warp's 32 x 32 block as 8 coalesced 512-byte reductions */
                     float *blk = dq + (size_t)(it % NB) * DQ_BLOCK + warp * 1024 + lane * 4;
 #pragma unroll
@@ -192,6 +217,8 @@ __global__ void __launch_bounds__(256, MINB)
             }
         }
         sink += fold(acc_kv);
+        if (CASE == STEP_TMA && iters > 0) /* no copy in flight into a CTA that has exited */
+            fb::ptx::mbarrier_wait(bar, (iters - 1) & 1);
     }
     const long long t1 = clock64();
     out[blockIdx.x * blockDim.x + tid] = sink + (float)(xs & 1);
@@ -309,6 +336,7 @@ int main(int argc, char **argv)
     if (want(LDSM)) run<LDSM>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_RED)) run<STEP_RED>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_L2)) run<STEP_L2>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_TMA)) run<STEP_TMA>(init, out, cycles, sms, iters, dq, qdo);
     CUDA_CHECK(cudaFree(dq));
     CUDA_CHECK(cudaFree(qdo));
 
