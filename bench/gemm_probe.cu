@@ -1,8 +1,8 @@
 /* gemm_probe.cu — how fast the split kernel's GEMMs can run at all: the hd128 step's five
  * warp GEMMs, with the kernel's own tiles, layouts and warp_gemm (kernels/warp_gemm.cuh),
  * operands in swizzled shared memory, one 8-warp CTA per SM as the kernel runs, and nothing
- * else (no exponentials, no barriers, no refill, no dQ reductions), except in the three
- * step cases that add the step's L2 traffic (step+red, step+l2, step+tma).
+ * else (no exponentials, no barriers, no refill, no dQ reductions), except in the step
+ * cases that add the step's L2 traffic (step+red, step+l2, step+tma, step+cl, step+mc).
  *
  *   build/bench/gemm_probe [ITERS [CASE,CASE...]]
  *
@@ -33,6 +33,12 @@
  *           the kernel's refill does, by the copy engine (one 32 KB bulk copy a step on an
  *           mbarrier, waited for a step later, a CTA barrier after the wait): the step's
  *           whole L2 traffic beside its GEMMs, asynchronous
+ *   step+cl step+tma launched in clusters of two CTAs, with the cluster barrier in place of
+ *           the CTA barrier (each CTA still copies its whole block)
+ *   step+mc step+cl with each CTA of the pair copying half of the block and multicasting
+ *           it into both: the pair's L2 reads halved, each CTA's shared-memory writes
+ *           unchanged (the cluster lever of next-levers item (39a); sm_90a, built so
+ *           where CMAKE_CUDA_ARCHITECTURES has 90)
  * At the board's power cap the clock falls as energy per mma rises, so TFLOP/s, not mma
  * per clock, says what a case costs there (docs/performance.md, thirty-ninth session).
  * Inputs are random values in [-1, 1] (zeros would draw less power than real data).
@@ -45,6 +51,7 @@
 
 #include "bwd_config.cuh"
 #include "check.h" /* after cuda_runtime.h: CUDA_CHECK */
+#include "ptx/cluster.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/red.cuh"
 #include "ptx/tma.cuh"
@@ -72,9 +79,10 @@ constexpr int QDO_BYTES = 2 * TileQ::BYTES, OFF_COPY = DATA_BYTES, OFF_BAR = OFF
 constexpr int SMEM_BYTES = 161 * 1024;
 static_assert(OFF_BAR + 8 <= SMEM_BYTES, "the tiles, the copies' tile and the mbarrier fit");
 
-enum Case { REGS, S, DV, DQ, STEP, LDSM, STEP_RED, STEP_L2, STEP_TMA, NUM_CASES };
-const char *const case_name[NUM_CASES] = {"regs", "S", "dV", "dQ", "step", "ldsm", "step+red",
-                                          "step+l2", "step+tma"};
+enum Case { REGS, S, DV, DQ, STEP, LDSM, STEP_RED, STEP_L2, STEP_TMA, STEP_CL, STEP_MC, NUM_CASES };
+const char *const case_name[NUM_CASES] = {"regs",     "S",        "dV",      "dQ",
+                                          "step",     "ldsm",     "step+red", "step+l2",
+                                          "step+tma", "step+cl",  "step+mc"};
 /* The global buffers of the L2 cases: NB query blocks of fp32 dQ sums (BM x HD)
  * and of Q and dO (2 x BM x HD, 16-bit): 8 MB each, in L2 as a head's are. */
 constexpr int NB = 256, DQ_BLOCK = BM * HD, QDO_BLOCK_U4 = 2 * BM * HD * 2 / 16;
@@ -129,17 +137,22 @@ __global__ void __launch_bounds__(256, MINB)
     if constexpr (CASE != REGS)
         for (int i = tid; i < (MINB == 1 ? DATA_BYTES : OFF_P) / 16; i += blockDim.x)
             reinterpret_cast<uint4 *>(smem)[i] = reinterpret_cast<const uint4 *>(init)[i];
+    /* the cases that copy the next block's Q and dO, and those of them in clusters */
+    constexpr bool CLUSTER = CASE == STEP_CL || CASE == STEP_MC;
+    constexpr bool COPIES = CASE == STEP_TMA || CLUSTER;
     const uint32_t base = fb::smem_u32(smem), bar = base + OFF_BAR;
-    if (CASE == STEP_TMA && tid == 0) {
+    if (COPIES && tid == 0) {
         fb::ptx::mbarrier_init(bar, 1); /* the issuing thread's arrival, then the bytes */
         fb::ptx::fence_mbarrier_init();
     }
     __syncthreads();
+    if constexpr (CLUSTER) fb::ptx::cluster_sync(); /* the partner's mbarrier is ready */
+    const uint32_t rank = CLUSTER ? fb::ptx::cluster_ctarank() : 0;
     const uint32_t sQ = base + OFF_Q + g * TileQ::BYTES, sK = base + OFF_K + g * TileK::BYTES,
                    sP = base + OFF_P + g * TileP::BYTES;
     /* the cases that run all three GEMMs of a step */
-    constexpr bool STEPS = CASE == STEP || CASE == STEP_RED || CASE == STEP_L2 || CASE == STEP_TMA;
-    constexpr bool REDS = CASE == STEP_RED || CASE == STEP_L2 || CASE == STEP_TMA;
+    constexpr bool REDS = CASE == STEP_RED || CASE == STEP_L2 || COPIES;
+    constexpr bool STEPS = CASE == STEP || REDS;
     const long long t0 = clock64();
     float sink = 0.0f;
     uint32_t xs = 0;
@@ -164,15 +177,24 @@ __global__ void __launch_bounds__(256, MINB)
         float acc_kv[LKV::MT][LKV::NT][4];
         fb::zero(acc_kv);
         for (int it = 0; it < iters; ++it) {
-            if constexpr (CASE == STEP_TMA) {
-                /* the previous step's copy has landed, every thread has seen it, and the
-                 * next one starts (the kernel's full[s] wait, then its refill) */
+            if constexpr (COPIES) {
+                /* the previous step's copy has landed, every thread (of the pair) has seen
+                 * it, and the next one starts (the kernel's full[s] wait, then its refill);
+                 * a partner's multicast bytes may reach this mbarrier before its own
+                 * expect_tx, which the phase's pending arrival covers */
                 if (it > 0) fb::ptx::mbarrier_wait(bar, (it - 1) & 1);
-                __syncthreads();
+                if constexpr (CLUSTER) fb::ptx::cluster_sync();
+                else __syncthreads();
                 if (tid == 0) {
+                    const uint4 *src = qdo + (size_t)((it + 1) % NB) * QDO_BLOCK_U4;
                     fb::ptx::mbarrier_arrive_expect_tx(bar, QDO_BYTES);
-                    fb::ptx::bulk_load(base + OFF_COPY, qdo + (size_t)((it + 1) % NB) * QDO_BLOCK_U4,
-                                       QDO_BYTES, bar);
+                    if constexpr (CASE == STEP_MC) {
+                        constexpr int HALF = QDO_BYTES / 2;
+                        fb::ptx::bulk_load_multicast(base + OFF_COPY + rank * HALF,
+                                                     src + rank * (HALF / 16), HALF, bar, 0x3);
+                    } else {
+                        fb::ptx::bulk_load(base + OFF_COPY, src, QDO_BYTES, bar);
+                    }
                 }
             }
             if constexpr (CASE == S || STEPS) {
@@ -217,9 +239,11 @@ __global__ void __launch_bounds__(256, MINB)
             }
         }
         sink += fold(acc_kv);
-        if (CASE == STEP_TMA && iters > 0) /* no copy in flight into a CTA that has exited */
+        if (COPIES && iters > 0) /* no copy in flight into a CTA that has exited */
             fb::ptx::mbarrier_wait(bar, (iters - 1) & 1);
+        if constexpr (CLUSTER) fb::ptx::cluster_sync();
     }
+    (void)rank;
     const long long t1 = clock64();
     out[blockIdx.x * blockDim.x + tid] = sink + (float)(xs & 1);
     if (tid == 0) cycles[blockIdx.x] = t1 - t0;
@@ -238,8 +262,32 @@ void run(const T *init, float *out, long long *cycles, int sms, int iters, float
     const int smem = CTAS_PER_SM == 1 ? SMEM_BYTES : CASE == S ? OFF_P : 0;
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const int grid = sms * ctas_per_sm;
-    kernel<<<grid, 256, smem>>>(init, out, cycles, iters / 10, dq, qdo); /* warm-up */
-    CUDA_CHECK(cudaGetLastError());
+    /* the cluster cases: pairs of CTAs, all resident at once (or the timing would hold a
+     * second wave) */
+    constexpr bool CLUSTER = CASE == STEP_CL || CASE == STEP_MC;
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute attr[1];
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(256);
+    cfg.dynamicSmemBytes = smem;
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 2;
+    attr[0].val.clusterDim.y = attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = CLUSTER ? 1 : 0;
+    if (CLUSTER) {
+        int clusters = 0;
+        CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg));
+        if (grid % 2 || clusters < grid / 2) {
+            printf("%-6s skipped: %d SMs hold %d pairs at once, the grid needs %d\n",
+                   case_name[CASE], sms, clusters, (grid + 1) / 2);
+            return;
+        }
+    }
+    auto launch = [&](int n) {
+        CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, init, out, cycles, n, dq, qdo));
+    };
+    launch(iters / 10); /* warm-up */
     CUDA_CHECK(cudaDeviceSynchronize());
     cudaEvent_t e0, e1;
     CUDA_CHECK(cudaEventCreate(&e0));
@@ -247,8 +295,7 @@ void run(const T *init, float *out, long long *cycles, int sms, int iters, float
     float best = 1e30f;
     for (int r = 0; r < 5; ++r) {
         CUDA_CHECK(cudaEventRecord(e0));
-        kernel<<<grid, 256, smem>>>(init, out, cycles, iters, dq, qdo);
-        CUDA_CHECK(cudaGetLastError());
+        launch(iters);
         CUDA_CHECK(cudaEventRecord(e1));
         CUDA_CHECK(cudaEventSynchronize(e1));
         float ms;
@@ -337,6 +384,12 @@ int main(int argc, char **argv)
     if (want(STEP_RED)) run<STEP_RED>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_L2)) run<STEP_L2>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_TMA)) run<STEP_TMA>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_CL)) run<STEP_CL>(init, out, cycles, sms, iters, dq, qdo);
+#if FB_PROBE_SM90A /* multicast */
+    if (want(STEP_MC)) run<STEP_MC>(init, out, cycles, sms, iters, dq, qdo);
+#else
+    if (want(STEP_MC)) printf("step+mc not built: multicast needs sm_90a (bench/CMakeLists.txt)\n");
+#endif
     CUDA_CHECK(cudaFree(dq));
     CUDA_CHECK(cudaFree(qdo));
 
