@@ -169,7 +169,9 @@
  * +1.8..+3.0% and +2.5..+3.7% in another call. hd128 -1.2..-1.6% (spills 40/28 B where the
  * plain instance spills 60/48, and loses anyway). A second P loop inside the plain
  * instance, chosen per CTA, gained less (+1.1..+2.3%) and cost its masked plans 3% at
- * 512/1k causal keys: hence an instance of its own. */
+ * 512/1k causal keys: hence an instance of its own. Since FB_SPLIT_PEEL the plain
+ * instance runs these plans' steps in one variant too, and it is the faster one past
+ * FB_SPLIT_FULL_KEYS (below). */
 #define FB_SPLIT_FULL(hd) ((hd) == 64)
 
 /* FB_SPLIT_FULL_KEYS: the longest seqlen_k a plan takes the full-tile instance for; past it
