@@ -2,7 +2,8 @@
  * warp GEMMs, with the kernel's own tiles, layouts and warp_gemm (kernels/warp_gemm.cuh),
  * operands in swizzled shared memory, one 8-warp CTA per SM as the kernel runs, and nothing
  * else (no exponentials, no barriers, no refill, no dQ reductions), except in the step
- * cases that add the step's L2 traffic (step+red, step+l2, step+tma, step+cl, step+mc).
+ * cases that add the step's L2 traffic or its barrier (step+red, step+l2, step+sync,
+ * step+tma, step+cl, step+mc).
  *
  *   build/bench/gemm_probe [ITERS [CASE,CASE...]]
  *
@@ -28,7 +29,9 @@
  *           at long non-causal lengths do
  *   step+l2 step+red and the next block's Q and dO read from L2 (32 KB a CTA a step, the
  *           same block for every CTA) with plain loads into registers, each waited for in
- *           its step: the L2 round trip unhidden, an upper bound on what the traffic costs
+ *           its step: the L2 round trip unhidden (the kernel's refill is asynchronous)
+ *   step+sync step+red with a CTA barrier at the top of each step, as step+tma has, but
+ *           no copy: what the barrier alone costs
  *   step+tma step+red and the next block's Q and dO copied from L2 into shared memory as
  *           the kernel's refill does, by the copy engine (one 32 KB bulk copy a step on an
  *           mbarrier, waited for a step later, a CTA barrier after the wait): the step's
@@ -79,10 +82,13 @@ constexpr int QDO_BYTES = 2 * TileQ::BYTES, OFF_COPY = DATA_BYTES, OFF_BAR = OFF
 constexpr int SMEM_BYTES = 161 * 1024;
 static_assert(OFF_BAR + 8 <= SMEM_BYTES, "the tiles, the copies' tile and the mbarrier fit");
 
-enum Case { REGS, S, DV, DQ, STEP, LDSM, STEP_RED, STEP_L2, STEP_TMA, STEP_CL, STEP_MC, NUM_CASES };
-const char *const case_name[NUM_CASES] = {"regs",     "S",        "dV",      "dQ",
-                                          "step",     "ldsm",     "step+red", "step+l2",
-                                          "step+tma", "step+cl",  "step+mc"};
+enum Case {
+    REGS, S, DV, DQ, STEP, LDSM, STEP_RED, STEP_L2, STEP_SYNC, STEP_TMA, STEP_CL, STEP_MC,
+    NUM_CASES
+};
+const char *const case_name[NUM_CASES] = {"regs",     "S",         "dV",       "dQ",
+                                          "step",     "ldsm",      "step+red", "step+l2",
+                                          "step+sync", "step+tma", "step+cl",  "step+mc"};
 /* The global buffers of the L2 cases: NB query blocks of fp32 dQ sums (BM x HD)
  * and of Q and dO (2 x BM x HD, 16-bit): 8 MB each, in L2 as a head's are. */
 constexpr int NB = 256, DQ_BLOCK = BM * HD, QDO_BLOCK_U4 = 2 * BM * HD * 2 / 16;
@@ -151,7 +157,7 @@ __global__ void __launch_bounds__(256, MINB)
     const uint32_t sQ = base + OFF_Q + g * TileQ::BYTES, sK = base + OFF_K + g * TileK::BYTES,
                    sP = base + OFF_P + g * TileP::BYTES;
     /* the cases that run all three GEMMs of a step */
-    constexpr bool REDS = CASE == STEP_RED || CASE == STEP_L2 || COPIES;
+    constexpr bool REDS = CASE == STEP_RED || CASE == STEP_L2 || CASE == STEP_SYNC || COPIES;
     constexpr bool STEPS = CASE == STEP || REDS;
     const long long t0 = clock64();
     float sink = 0.0f;
@@ -177,6 +183,7 @@ __global__ void __launch_bounds__(256, MINB)
         float acc_kv[LKV::MT][LKV::NT][4];
         fb::zero(acc_kv);
         for (int it = 0; it < iters; ++it) {
+            if constexpr (CASE == STEP_SYNC) __syncthreads();
             if constexpr (COPIES) {
                 /* the previous step's copy has landed, every thread (of the pair) has seen
                  * it, and the next one starts (the kernel's full[s] wait, then its refill);
@@ -383,6 +390,7 @@ int main(int argc, char **argv)
     if (want(LDSM)) run<LDSM>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_RED)) run<STEP_RED>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_L2)) run<STEP_L2>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_SYNC)) run<STEP_SYNC>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_TMA)) run<STEP_TMA>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_CL)) run<STEP_CL>(init, out, cycles, sms, iters, dq, qdo);
 #if FB_PROBE_SM90A /* multicast */
