@@ -176,9 +176,9 @@
 
 /* FB_SPLIT_FULL_KEYS: the longest seqlen_k a plan takes the full-tile instance for; past it
  * the plain instance serves, whose P warps run a plan without a mask in their one-variant
- * loop too (FB_SPLIT_PEEL), so only the allocation differs. Same runs on the H200
- * (docs/performance.md, fortieth session), hd64 non-causal, the plain instance against the
- * full-tile one: 512 keys 0.983 / 0.982 (bf16 / fp16), 1k 1.002 / 1.009, 2k 1.015 /
+ * loop too (FB_SPLIT_PEEL), so only how ptxas compiled the loops differs. Same runs on
+ * the H200 (docs/performance.md, fortieth session), hd64 non-causal, the plain instance
+ * against the full-tile one: 512 keys 0.983 / 0.982 (bf16 / fp16), 1k 1.002 / 1.009, 2k 1.015 /
  * 1.023, 4k 1.020 / 1.035, 8k 1.020 / 1.039, 16k 1.023 / 1.034; sustained (clocks.py,
  * 3 s a run, twice) 4k +1.4 / +2.2%, 16k +1.7 / +2.5%. */
 #define FB_SPLIT_FULL_KEYS 1024

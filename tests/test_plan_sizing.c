@@ -935,9 +935,9 @@ static void test_full_tile_instance_only_where_no_tile_needs_a_mask(void **state
             p.deterministic = cases[c].deterministic;
             if (cases[c].window) p.use_window = 1, p.window_left = 100, p.window_right = 100;
             flashbwd_plan *plan = NULL;
-            const int32_t st =
-                env_value[env] ? plan_create_with_env("FLASHBWD_SPLIT_FULL", env_value[env], &p, &plan)
-                               : flashbwd_plan_create(&p, &plan);
+            const char *v = env_value[env];
+            const int32_t st = v ? plan_create_with_env("FLASHBWD_SPLIT_FULL", v, &p, &plan)
+                                 : flashbwd_plan_create(&p, &plan);
             if (st != FLASHBWD_OK) fail_msg("%s: %s", cases[c].name, flashbwd_last_error());
             const fb_launch_table *t = &plan->launches;
             const int want = env == 0 ? cases[c].by_default : env == 1 ? 0 : cases[c].may;
