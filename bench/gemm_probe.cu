@@ -2,8 +2,8 @@
  * warp GEMMs, with the kernel's own tiles, layouts and warp_gemm (kernels/warp_gemm.cuh),
  * operands in swizzled shared memory, one 8-warp CTA per SM as the kernel runs, and nothing
  * else (no exponentials, no barriers, no refill, no dQ reductions), except in the step
- * cases that add the step's L2 traffic or its barrier (step+red, step+l2, step+sync,
- * step+tma, step+cl, step+mc).
+ * cases that add the step's L2 traffic or its barriers (step+red, step+l2, step+sync,
+ * step+tma, step+cl, step+mc, step+gsync, step+half, step+roles).
  *
  *   build/bench/gemm_probe [ITERS [CASE,CASE...]]
  *
@@ -42,6 +42,17 @@
  *           it into both: the pair's L2 reads halved, each CTA's shared-memory writes
  *           unchanged (the cluster lever of next-levers item (39a); sm_90a, built so
  *           where CMAKE_CUDA_ARCHITECTURES has 90)
+ *   step+gsync step+red with each 4-warp group's own barrier at the top of each step
+ *   step+half step+sync with group 1 running its GEMMs in another order (dV, dQ, S), so
+ *           that the groups' phases differ between the barriers
+ *   step+roles step+red with the split kernel's hand-offs between its groups instead of a
+ *           CTA barrier (group 0 as the P warps, group 1 as the dS warps: after S/dP the
+ *           one arrives and the other syncs, then each group's own barrier before dV/dK,
+ *           and group 0 syncs on group 1 before dQ): what the kernel's structure leaves
+ *           of the GEMMs' rate, with nothing else in the step
+ *   step+sync0, step+roles0  step+sync and step+roles without the dQ reductions (dQ
+ *           folded into a register as in step): whether the barriers cost by themselves or
+ *           by waiting for the reductions before them
  * At the board's power cap the clock falls as energy per mma rises, so TFLOP/s, not mma
  * per clock, says what a case costs there (docs/performance.md, thirty-ninth session).
  * Inputs are random values in [-1, 1] (zeros would draw less power than real data).
@@ -54,6 +65,7 @@
 
 #include "bwd_config.cuh"
 #include "check.h" /* after cuda_runtime.h: CUDA_CHECK */
+#include "ptx/barrier.cuh"
 #include "ptx/cluster.cuh"
 #include "ptx/mbarrier.cuh"
 #include "ptx/red.cuh"
@@ -84,11 +96,13 @@ static_assert(OFF_BAR + 8 <= SMEM_BYTES, "the tiles, the copies' tile and the mb
 
 enum Case {
     REGS, S, DV, DQ, STEP, LDSM, STEP_RED, STEP_L2, STEP_SYNC, STEP_TMA, STEP_CL, STEP_MC,
-    NUM_CASES
+    STEP_GSYNC, STEP_HALF, STEP_ROLES, STEP_SYNC0, STEP_ROLES0, NUM_CASES
 };
 const char *const case_name[NUM_CASES] = {"regs",     "S",         "dV",       "dQ",
                                           "step",     "ldsm",      "step+red", "step+l2",
-                                          "step+sync", "step+tma", "step+cl",  "step+mc"};
+                                          "step+sync", "step+tma", "step+cl",  "step+mc",
+                                          "step+gsync", "step+half", "step+roles",
+                                          "step+sync0", "step+roles0"};
 /* The global buffers of the L2 cases: NB query blocks of fp32 dQ sums (BM x HD)
  * and of Q and dO (2 x BM x HD, 16-bit): 8 MB each, in L2 as a head's are. */
 constexpr int NB = 256, DQ_BLOCK = BM * HD, QDO_BLOCK_U4 = 2 * BM * HD * 2 / 16;
@@ -157,8 +171,9 @@ __global__ void __launch_bounds__(256, MINB)
     const uint32_t sQ = base + OFF_Q + g * TileQ::BYTES, sK = base + OFF_K + g * TileK::BYTES,
                    sP = base + OFF_P + g * TileP::BYTES;
     /* the cases that run all three GEMMs of a step */
-    constexpr bool REDS = CASE == STEP_RED || CASE == STEP_L2 || CASE == STEP_SYNC || COPIES;
-    constexpr bool STEPS = CASE == STEP || REDS;
+    constexpr bool REDS = CASE == STEP_RED || CASE == STEP_L2 || CASE == STEP_SYNC || COPIES ||
+                          CASE == STEP_GSYNC || CASE == STEP_HALF || CASE == STEP_ROLES;
+    constexpr bool STEPS = CASE == STEP || REDS || CASE == STEP_SYNC0 || CASE == STEP_ROLES0;
     const long long t0 = clock64();
     float sink = 0.0f;
     uint32_t xs = 0;
@@ -183,7 +198,9 @@ __global__ void __launch_bounds__(256, MINB)
         float acc_kv[LKV::MT][LKV::NT][4];
         fb::zero(acc_kv);
         for (int it = 0; it < iters; ++it) {
-            if constexpr (CASE == STEP_SYNC) __syncthreads();
+            if constexpr (CASE == STEP_SYNC || CASE == STEP_HALF || CASE == STEP_SYNC0)
+                __syncthreads();
+            if constexpr (CASE == STEP_GSYNC) fb::ptx::bar_sync(1 + g, 128);
             if constexpr (COPIES) {
                 /* the previous step's copy has landed, every thread (of the pair) has seen
                  * it, and the next one starts (the kernel's full[s] wait, then its refill);
@@ -204,15 +221,16 @@ __global__ void __launch_bounds__(256, MINB)
                     }
                 }
             }
-            if constexpr (CASE == S || STEPS) {
+            auto gemm_s = [&] {
                 float acc[LS::MT][LS::NT][4];
                 fb::zero(acc);
                 fb::warp_gemm<LS, TileQ, TileK, false, false, HD, T>(acc, aS, 0, bS, 0);
                 sink += fold(acc);
-            }
-            if constexpr (CASE == DV || STEPS)
+            };
+            auto gemm_kv = [&] {
                 fb::warp_gemm<LKV, TileP, TileQ, true, true, BM, T>(acc_kv, aKV, 0, bKV, 0);
-            if constexpr (CASE == DQ || STEPS) {
+            };
+            auto gemm_dq = [&] {
                 float acc[LQ::MT][LQ::NT][4];
                 fb::zero(acc);
                 fb::warp_gemm<LQ, TileP, TileK, false, true, BN, T>(acc, aQ, 0, bQ, 0);
@@ -229,6 +247,30 @@ __global__ void __launch_bounds__(256, MINB)
                 } else {
                     sink += fold(acc);
                 }
+            };
+            if constexpr (CASE == STEP_ROLES || CASE == STEP_ROLES0) {
+                /* the split kernel's hand-offs (bwd_split.cuh): group 0 as its P warps,
+                 * group 1 as its dS warps, barrier ids as there */
+                gemm_s();
+                if (g == 0) {
+                    fb::ptx::bar_arrive(1, 256);
+                    fb::ptx::bar_sync(3, 128);
+                } else {
+                    fb::ptx::bar_sync(1, 256);
+                    fb::ptx::bar_arrive(2, 256);
+                    fb::ptx::bar_sync(4, 128);
+                }
+                gemm_kv();
+                if (g == 0) fb::ptx::bar_sync(2, 256);
+                gemm_dq();
+            } else if (CASE == STEP_HALF && g == 1) { /* the other order in group 1 */
+                gemm_kv();
+                gemm_dq();
+                gemm_s();
+            } else {
+                if constexpr (CASE == S || STEPS) gemm_s();
+                if constexpr (CASE == DV || STEPS) gemm_kv();
+                if constexpr (CASE == DQ || STEPS) gemm_dq();
             }
             if constexpr (CASE == STEP_L2) {
                 /* the next block's Q and dO: 8 x 16 bytes a thread, from L2 */
@@ -393,6 +435,11 @@ int main(int argc, char **argv)
     if (want(STEP_SYNC)) run<STEP_SYNC>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_TMA)) run<STEP_TMA>(init, out, cycles, sms, iters, dq, qdo);
     if (want(STEP_CL)) run<STEP_CL>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_GSYNC)) run<STEP_GSYNC>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_HALF)) run<STEP_HALF>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_ROLES)) run<STEP_ROLES>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_SYNC0)) run<STEP_SYNC0>(init, out, cycles, sms, iters, dq, qdo);
+    if (want(STEP_ROLES0)) run<STEP_ROLES0>(init, out, cycles, sms, iters, dq, qdo);
 #if FB_PROBE_SM90A /* multicast */
     if (want(STEP_MC)) run<STEP_MC>(init, out, cycles, sms, iters, dq, qdo);
 #else
