@@ -103,7 +103,9 @@
 
 /* FB_SPLIT_EXP_FMA(hd): eighths of the split kernel's P warps' exponentials computed with
  * FFMA (exp2_fma.cuh) instead of the SFU's ex2, whose 16 lanes a clock per SM make them
- * the P warps' longest phase while the dS warps wait for P. 0 = all on the SFU. */
+ * the P warps' longest phase while the dS warps wait for P. 0 = all on the SFU, and the
+ * kernels are as before the knob (same PTX). Not measured yet: docs/performance.md,
+ * forty-third session and next-levers item (43), has the A/B that decides each row. */
 #define FB_SPLIT_EXP_FMA(hd) 0
 
 /* FB_SPLIT_DQ_LATE(hd): the split kernel's P warps take the previous step's dS for their
