@@ -17,8 +17,7 @@
  * 1.2e-38 instead of a subnormal 2^x. A NaN passes the clamp (max.NaN) and comes out as a
  * NaN, or as FLT_MAX from the GPU's all-ones NaN, which P's 16-bit rounding makes inf: the
  * gradients are not finite either, as with ex2.approx. x above 127 (never a probability)
- * is not served. On the device the adds
- * are __fadd_rn / __fsub_rn, so that --use_fast_math can neither fuse nor reassociate them.
+ * is not served.
  */
 #pragma once
 #include <math.h>
@@ -29,33 +28,9 @@
 
 namespace fb {
 
-/* The operations it takes, on the device as the intrinsics that --use_fast_math leaves
- * alone, on the host (tests/test_exp2_fma.cu) as plain IEEE single precision. */
-namespace exp2_ops {
-__host__ __device__ __forceinline__ float add_rn(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fadd_rn(a, b);
-#else
-    return a + b;
-#endif
-}
-__host__ __device__ __forceinline__ float sub_rn(float a, float b)
-{
-#ifdef __CUDA_ARCH__
-    return __fsub_rn(a, b);
-#else
-    return a - b;
-#endif
-}
-__host__ __device__ __forceinline__ float fma_rn(float a, float b, float c)
-{
-#ifdef __CUDA_ARCH__
-    return __fmaf_rn(a, b, c);
-#else
-    return fmaf(a, b, c);
-#endif
-}
+/* max(x, lo) that keeps a NaN: max.NaN on the device; the same on the host, where
+ * tests/test_exp2_fma.cu runs this header's arithmetic. The rest is plain IEEE single
+ * precision on both (no product feeds an add, so FMA contraction cannot change it). */
 __host__ __device__ __forceinline__ float clamp_keep_nan(float x, float lo)
 {
 #ifdef __CUDA_ARCH__
@@ -64,41 +39,25 @@ __host__ __device__ __forceinline__ float clamp_keep_nan(float x, float lo)
     return x != x || x > lo ? x : lo;
 #endif
 }
-__host__ __device__ __forceinline__ uint32_t bits(float x)
-{
-#ifdef __CUDA_ARCH__
-    return __float_as_uint(x);
-#else
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
-#endif
-}
-__host__ __device__ __forceinline__ float from_bits(uint32_t u)
-{
-#ifdef __CUDA_ARCH__
-    return __uint_as_float(u);
-#else
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-#endif
-}
-} // namespace exp2_ops
 
 __host__ __device__ __forceinline__ float exp2_fma(float x)
 {
-    using namespace exp2_ops;
     constexpr float ROUND = 12582912.0f; /* 1.5·2^23 */
     x = clamp_keep_nan(x, -127.0f);
-    const float t = add_rn(x, ROUND);
-    const float f = sub_rn(x, sub_rn(t, ROUND)); /* x − round(x) */
+    const float t = x + ROUND;
+    const float f = x - (t - ROUND); /* x − round(x) */
     float p = 9.582873434e-03f;
-    p = fma_rn(p, f, 5.590648204e-02f);
-    p = fma_rn(p, f, 2.402409911e-01f);
-    p = fma_rn(p, f, 6.931241751e-01f);
-    p = fma_rn(p, f, 1.0f);
-    return from_bits((bits(t) << 23) + bits(p));
+    p = fmaf(p, f, 5.590648204e-02f);
+    p = fmaf(p, f, 2.402409911e-01f);
+    p = fmaf(p, f, 6.931241751e-01f);
+    p = fmaf(p, f, 1.0f);
+    uint32_t tb, pb;
+    memcpy(&tb, &t, 4);
+    memcpy(&pb, &p, 4);
+    const uint32_t r = (tb << 23) + pb;
+    float y;
+    memcpy(&y, &r, 4);
+    return y;
 }
 
 } // namespace fb
