@@ -98,7 +98,6 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
     constexpr int P16 = FB_SPLIT_P16(HD) ? 1 : 0;
     constexpr int LATE = FB_SPLIT_DQ_LATE(HD) ? 1 : 0; /* the P warps' dQ a step late */
     constexpr bool P_COPY = P16 && !std::is_same<T, __half>::value;
-    constexpr int EXP_FMA = FB_SPLIT_EXP_FMA(HD); /* eighths of P's exponentials by FFMA */
     using TP = std::conditional_t<P16 != 0, __half, T>; /* the type the dS warps read P in */
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t sK = smem_u32(smem);
@@ -416,10 +415,10 @@ __device__ __forceinline__ void split_role(const fb_bwd_params &p)
                 operand_addr<LS, TileK, false, false>(sK, gw, lane), 0);           // S = Q·Kᵀ
             if constexpr (UNMASKED) { /* one variant: no mask, no ALiBi */
                 auto none = [] {};
-                softmax_grad<true, false, false, false, false, LS, EXP_FMA>(
+                softmax_grad<true, false, false, false, false, LS>(
                     acc_s, acc_s, sLSE + s * BM, nullptr, sp, mask, m0, n0, gw, lane, none);
             } else { /* the variant each tile needs */
-                softmax_p_tile<LS, EXP_FMA>(acc_s, sLSE + s * BM, sp, mask,
+                softmax_p_tile<LS>(acc_s, sLSE + s * BM, sp, mask,
                                    mask.tile_needs_mask(m0, BM, n0, BN), m0, n0, gw, lane);
             }
             if (LATE && it > 0) ptx::bar_sync(BAR_DS_READY, NT); /* done with sP */

@@ -15,7 +15,6 @@
  * (softmax_p_tile), and dS from dP and the P those warps stored (ds_from_stored_p).
  */
 #pragma once
-#include "exp2_fma.cuh"
 #include "mask.cuh"
 #include "ptx/ldmatrix.cuh"
 #include "ptx/math.cuh"
@@ -32,11 +31,8 @@ struct SoftmaxParams {
     float slope_log2;   /* ALiBi slope·log2e, 0 = off */
 };
 
-/* DS = false: P only (dp and dsum untouched, gemm_dp not called). EXP_FMA: eighths of the
- * exponentials taken on the FMA pipe (exp2_fma.cuh), those of every (8 / EXP_FMA)-th
- * 8-column tile, spread so that ptxas can interleave them with the SFU's. */
-template <bool EARLY, bool DS, bool SOFTCAP, bool ALIBI, bool MASK, class L, int EXP_FMA = 0,
-          class GemmDp>
+/* DS = false: P only (dp and dsum untouched, gemm_dp not called). */
+template <bool EARLY, bool DS, bool SOFTCAP, bool ALIBI, bool MASK, class L, class GemmDp>
 __device__ __forceinline__ void softmax_grad(float (&s)[L::MT][L::NT][4],
                                              float (&dp)[L::MT][L::NT][4],
                                              const float *lse_log2, const float *dsum,
@@ -77,8 +73,7 @@ __device__ __forceinline__ void softmax_grad(float (&s)[L::MT][L::NT][4],
                         score = x * sp.scale_log2;
                     }
                     if constexpr (ALIBI) score -= sp.slope_log2 * fabsf(dist0 - (float)dc);
-                    float pv = (nj * EXP_FMA) % 8 < EXP_FMA ? exp2_fma(score - row_lse)
-                                                            : ptx::ex2_approx(score - row_lse);
+                    float pv = ptx::ex2_approx(score - row_lse);
                     if constexpr (MASK) {
                         const int c = c_lane + dc;
                         if (c < lo || c >= hi) pv = 0.0f;
@@ -135,7 +130,7 @@ __device__ __forceinline__ void softmax_grad_tile(float (&s)[L::MT][L::NT][4],
 }
 
 /* P alone, in place (no softcap: the split kernel does not serve it). */
-template <class L, int EXP_FMA = 0>
+template <class L>
 __device__ __forceinline__ void softmax_p_tile(float (&s)[L::MT][L::NT][4], const float *lse_log2,
                                                const SoftmaxParams &sp, const Mask &mask,
                                                bool edge, int64_t m0, int64_t n0, int warp,
@@ -143,8 +138,8 @@ __device__ __forceinline__ void softmax_p_tile(float (&s)[L::MT][L::NT][4], cons
 {
     auto none = [] {};
 #define FB_SP(AL, MK)                                                                    \
-    softmax_grad<true, false, false, AL, MK, L, EXP_FMA>(s, s, lse_log2, nullptr, sp, mask, \
-                                                         m0, n0, warp, lane, none)
+    softmax_grad<true, false, false, AL, MK, L>(s, s, lse_log2, nullptr, sp, mask, m0, n0, \
+                                                warp, lane, none)
     if (sp.slope_log2 == 0.0f) {
         if (!edge) FB_SP(false, false);
         else FB_SP(false, true);

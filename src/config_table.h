@@ -101,13 +101,6 @@
  * hd64 2..4% (its 64 x 64 P blocks double the stores), which keeps the bf16 P. */
 #define FB_SPLIT_P16(hd) ((hd) > 64)
 
-/* FB_SPLIT_EXP_FMA(hd): eighths of the split kernel's P warps' exponentials computed with
- * FFMA (exp2_fma.cuh) instead of the SFU's ex2, whose 16 lanes a clock per SM make them
- * the P warps' longest phase while the dS warps wait for P. 0 = all on the SFU, and the
- * kernels are as before the knob (same PTX). Not measured yet: docs/performance.md,
- * forty-third session and next-levers item (43), has the A/B that decides each row. */
-#define FB_SPLIT_EXP_FMA(hd) 0
-
 /* FB_SPLIT_DQ_LATE(hd): the split kernel's P warps take the previous step's dS for their
  * dQ, so that they never wait for the dS warps mid-step (a second dS buffer). Same run on
  * the H200 against taking the step's own dS: hd64 +10..+16%, hd96 +6.5..+10%, but hd128

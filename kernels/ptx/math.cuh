@@ -1,6 +1,5 @@
 /* math.cuh — the two special functions of the inner loop, as single SFU instructions
- * (PTX ISA 9.7.4.x: ex2.approx.ftz.f32, tanh.approx.f32), and max.NaN.f32 (sm_80+), the
- * clamp of exp2_fma.cuh that keeps a NaN.
+ * (PTX ISA 9.7.4.x: ex2.approx.ftz.f32, tanh.approx.f32).
  *
  * ex2.approx gives 2^x with about 2 ulp error and maps -inf to +0, which is how masked
  * scores become P = 0. tanh.approx (sm_75+) has about 2^-11 relative error, inside the
@@ -22,14 +21,6 @@ __device__ __forceinline__ float tanh_approx(float x)
     float y;
     asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
-}
-
-/* max(x, y) that returns NaN if either is NaN (plain max returns the other operand). */
-__device__ __forceinline__ float max_nan(float x, float y)
-{
-    float r;
-    asm("max.NaN.f32 %0, %1, %2;\n" : "=f"(r) : "f"(x), "f"(y));
-    return r;
 }
 
 } // namespace fb::ptx
