@@ -230,7 +230,7 @@ def main():
                     return f"{x:7.1f}" if x else "      -"
 
                 def r(x):
-                    return f"{row['flashbwd'] / x:7.2f}" if x else "      -"
+                    return f"{row['flashbwd'] / x:7.3f}" if x else "      -"
                 line = (f"{d:4d} {int(causal):6d} {s:6d} {b:3d} {h:3d} {hkv:3d} | {row['flashbwd']:8.1f} {f(row['flash'])} {f(row['cudnn'])}"
                         + (f" {f(row.get('flex'))}" if flex else "")
                         + f" | {r(row['flash'])} {r(row['cudnn'])}" + (f" {r(row.get('flex'))}" if flex else "")
