@@ -25,11 +25,17 @@ flashbwd's ratio at short sequences. flashbwd reads either through strides.
 memory on Hopper, where the zero fill of the dQ sums costs little DRAM traffic), or a torch
 uint8 tensor from PyTorch's caching allocator (plain device memory, the tables of sessions
 before the thirty-fifth). The peers allocate their own scratch through PyTorch.
+
+Each row ends with the board's temperature when its timings start (nvidia-smi; "-" where
+none answers): flashbwd runs at the board's power cap, where a warm board gives less clock,
+so a point late in a long table can read lower than the same point run alone
+(docs/performance.md, forty-fifth session).
 """
 import argparse
 import ctypes
 import json
 import math
+import subprocess
 import sys
 
 import torch
@@ -106,6 +112,16 @@ class FlashBwd:
                                                      arr, len(st)), plan)
 
 
+def board_temperature():
+    """The GPU's temperature in degrees C from nvidia-smi, or None where it does not answer."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=temperature.gpu", "--format=csv,noheader,nounits",
+                              "--id=0"], capture_output=True, text=True, timeout=5).stdout
+        return int(out.split()[0])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", default="build/libflashbwd.so")
@@ -128,7 +144,7 @@ def main():
         torch._dynamo.config.cache_size_limit = 64  # one compile per shape of the grid
         flex = torch.compile(flex_attention, dynamic=False)
     rows = []
-    hdr = f"{'d':>4} {'causal':>6} {'seqlen':>6} {'b':>3} {'h':>3} {'hkv':>3} | {'flashbwd':>8} {'flash':>7} {'cudnn':>7}" + (f" {'flex':>7}" if flex else "") + f" | {'x flash':>7} {'x cudnn':>7}" + (f" {'x flex':>6}" if flex else "") + " | max rel err dq/dk/dv vs torch-flash"
+    hdr = f"{'d':>4} {'causal':>6} {'seqlen':>6} {'b':>3} {'h':>3} {'hkv':>3} | {'flashbwd':>8} {'flash':>7} {'cudnn':>7}" + (f" {'flex':>7}" if flex else "") + f" | {'x flash':>7} {'x cudnn':>7}" + (f" {'x flex':>6}" if flex else "") + " | max rel err dq/dk/dv vs torch-flash | board"
     print(f"layout {args.layout}, {args.dtype}", flush=True)
     print(hdr, flush=True)
     for d in [int(x) for x in args.dims.split(",")]:
@@ -196,6 +212,7 @@ def main():
                     g, w = got.float(), want.float()
                     errs.append(((g - w).norm() / w.norm()).item() if torch.isfinite(g).all() else float("inf"))
                 row["err"] = errs
+                row["temp_c"] = board_temperature()
                 row["flashbwd"] = flops / do_bench(run_fb, warmup=50, rep=300, return_mode="median") / 1e9
                 for name, be in (("flash", SDPBackend.FLASH_ATTENTION), ("cudnn", SDPBackend.CUDNN_ATTENTION)):
                     try:
@@ -234,7 +251,8 @@ def main():
                 line = (f"{d:4d} {int(causal):6d} {s:6d} {b:3d} {h:3d} {hkv:3d} | {row['flashbwd']:8.1f} {f(row['flash'])} {f(row['cudnn'])}"
                         + (f" {f(row.get('flex'))}" if flex else "")
                         + f" | {r(row['flash'])} {r(row['cudnn'])}" + (f" {r(row.get('flex'))}" if flex else "")
-                        + " | " + " ".join(f"{e:.1e}" for e in errs))
+                        + " | " + " ".join(f"{e:.1e}" for e in errs)
+                        + (f" | {row['temp_c']} C" if row["temp_c"] is not None else " | -"))
                 print(line, flush=True)
                 del q, k, v, do, o, lse, dq, dk, dv, ws
                 torch.cuda.empty_cache()
