@@ -41,7 +41,8 @@
  * warps store into buffer it % 2 after BAR_P_READY of step it, which the P warps reach
  * only after their dQ of step it - 2 read that buffer. Within a group, the group barrier
  * or the other side's barrier (whose count covers every thread of both groups) separates
- * a warp's reads from its neighbours' next stores.
+ * a warp's reads from its neighbours' next stores. tests/split_barriers_model.py replays
+ * this protocol under random schedules; a change to the barriers changes it too.
  * Not served (the plan takes bwd_main.cuh): deterministic mode, softcap (its 1 − tanh²
  * factor of dS needs the score, which the dS warps never see) and the folded dQ
  * conversion; the launch, grid and workspace are bwd_main's, dQ's fp32 layout too.
