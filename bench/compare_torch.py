@@ -27,9 +27,9 @@ uint8 tensor from PyTorch's caching allocator (plain device memory, the tables o
 before the thirty-fifth). The peers allocate their own scratch through PyTorch.
 
 Each row ends with the board's temperature when its timings start (nvidia-smi; "-" where
-none answers): flashbwd runs at the board's power cap, where a warm board gives less clock,
-so a point late in a long table can read lower than the same point run alone
-(docs/performance.md, forty-fifth session).
+none answers). flashbwd runs at the board's power cap, so its clock may depend on how warm
+the board is, and a point late in a long table has read lower than the same point run alone
+(docs/performance.md, forty-fifth section: why is still open).
 """
 import argparse
 import ctypes
