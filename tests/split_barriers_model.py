@@ -7,19 +7,17 @@ dS buffers in shared memory. This model replays each warp's loop as a list of ev
 (stores, reads with a start and an end, arrivals, syncs), interleaves the eight warps at
 random many times, and reports any read that sees the wrong step's data, any store while
 another warp is still reading that block, and any deadlock. Which warp reads which
-blocks follows the hd128 layouts (LS: 2 warps along M by 2 along N; the dV/dK GEMMs: each
-warp 32 of the 128 keys; dQ: each warp the rows of its LS row block). It checks the
-protocol, not the code: a change to the kernel's barriers should change this file too.
+blocks follows each head dim's layouts (below). It checks the protocol, not the code: a
+change to the kernel's barriers should change this file too.
 
-Forms (LATE: the P warps' dQ a step late; DS2: two dS buffers; PAIR: P warp w and dS warp
-w + 4 meet at a barrier of their own instead of all eight at BAR_P_READY):
-  main, no late dQ (hd128/192/256)   LATE 0, DS2 0, PAIR 0   expected clean
-  main, late dQ (hd64/96)            LATE 1, DS2 1, PAIR 0   expected clean
-  pairs with one dS buffer           LATE 0, DS2 0, PAIR 1   expected to race
-  pairs with two (the s45 patch)     LATE 0, DS2 1, PAIR 1   expected clean
-  pairs with the late dQ             LATE 1, DS2 1, PAIR 1   expected clean
-The third form is the one the forty-fifth session's first build had; the model must find
-its race, which is what shows it can fail (docs/performance.md, forty-fifth session).
+Forms, per head dim (LATE: the P warps' dQ a step late, hd64/hd96; DS2: two dS buffers;
+PAIR: P warp w and dS warp w + 4 meet at a barrier of their own instead of all eight at
+BAR_P_READY, docs/unlanded/s45-pair-ready.patch):
+  main                    LATE as configured, DS2 = LATE, PAIR 0    expected clean
+  pairs, one dS buffer    LATE 0 (hd128/192/256), DS2 0, PAIR 1     expected to race
+  pairs, two dS buffers   LATE as configured, DS2 1, PAIR 1         expected clean
+The second form is what the forty-fifth session's first build of the pairs had; the model
+must find its race, which shows it can fail (docs/performance.md, forty-fifth session).
 
     python3 tests/split_barriers_model.py [--runs N] [--steps S] [--seed X]
 """
@@ -30,22 +28,33 @@ import sys
 NP = 4  # warps per role
 
 
-def p_reads_for_dv(w):
-    """P blocks P warp w reads for dV = Pᵀ·dO: its 32 keys lie in one LS column block."""
-    return [v for v in range(NP) if v // 2 == w // 2]
+# Which blocks each GEMM reads, per head dim, from the sm_90 rows of src/config_table.h:
+# the S/dP layout LS is 2 warps along M by 2 along N at every head dim (WS 2); the dV/dK
+# layout puts WK warps along the keys (4 at hd64-128 with 128 keys, 2 at hd192/256 with
+# 64); dQ's layout over all 8 warps puts WQ along M (hd64/96 4, hd128/192 2, hd256 1).
+WK = {64: 4, 96: 4, 128: 4, 192: 2, 256: 2}
+WQ = {64: 4, 96: 4, 128: 2, 192: 2, 256: 1}
 
 
-def ds_reads_for_dq(gw):
-    """dS blocks a warp reads for dQ = dS·K: the LS row block of its dQ rows."""
-    return [v for v in range(NP) if v % 2 == gw % 2]
+def kv_reads(hd, w):
+    """LS blocks (P or dS) warp w of its role reads for dV = Pᵀ·dO or dK = dSᵀ·Q: its
+    keys (a WK-th of the block) lie in one LS column block (a half)."""
+    wm = w % WK[hd]
+    half = wm * 2 // WK[hd]
+    return [v for v in range(NP) if v // 2 == half]
 
 
-def ds_reads_for_dk(gw):
-    """dS blocks dS warp gw reads for dK = dSᵀ·Q: its keys' LS column block."""
-    return [v for v in range(NP) if v // 2 == gw // 2]
+def dq_reads(hd, warp):
+    """dS blocks CTA warp `warp` (0-7) reads for dQ = dS·K: the LS row blocks under its
+    rows (a WQ-th of the block's rows, or all of them)."""
+    wq = WQ[hd]
+    if wq == 1:
+        return list(range(NP))
+    half = (warp % wq) * 2 // wq
+    return [v for v in range(NP) if v % 2 == half]
 
 
-def p_warp(w, steps, late, ds2, pair):
+def p_warp(hd, w, steps, late, ds2, pair):
     ev = []
     ready = ("pair", w) if pair else ("ready",)
     for it in range(steps):
@@ -54,22 +63,22 @@ def p_warp(w, steps, late, ds2, pair):
         ev.append(("write", ("P", w), it))
         ev.append(("arrive", ready))
         ev.append(("sync", ("p_group",)))
-        ev.append(("read", [("P", v) for v in p_reads_for_dv(w)], it))
+        ev.append(("read", [("P", v) for v in kv_reads(hd, w)], it))
         buf = lambda s: ("dS", s % 2 if ds2 else 0)
         if late:
             if it > 0:
-                ev.append(("read", [(buf(it - 1), v) for v in ds_reads_for_dq(w)], it - 1))
+                ev.append(("read", [(buf(it - 1), v) for v in dq_reads(hd, w)], it - 1))
         else:
             ev.append(("sync", ("ds_ready",)))
-            ev.append(("read", [(buf(it), v) for v in ds_reads_for_dq(w)], it))
+            ev.append(("read", [(buf(it), v) for v in dq_reads(hd, w)], it))
     if late:
         ev.append(("sync", ("ds_ready",)))
         last = steps - 1
-        ev.append(("read", [(("dS", last % 2 if ds2 else 0), v) for v in ds_reads_for_dq(w)], last))
+        ev.append(("read", [(("dS", last % 2 if ds2 else 0), v) for v in dq_reads(hd, w)], last))
     return ev
 
 
-def ds_warp(gw, steps, late, ds2, pair):
+def ds_warp(hd, gw, steps, late, ds2, pair):
     ev = []
     ready = ("pair", gw) if pair else ("ready",)
     for it in range(steps):
@@ -79,8 +88,8 @@ def ds_warp(gw, steps, late, ds2, pair):
         ev.append(("write", (buf, gw), it))
         ev.append(("arrive", ("ds_ready",)))
         ev.append(("sync", ("ds_group",)))
-        ev.append(("read", [(buf, v) for v in ds_reads_for_dk(gw)], it))
-        ev.append(("read", [(buf, v) for v in ds_reads_for_dq(gw)], it))
+        ev.append(("read", [(buf, v) for v in kv_reads(hd, gw)], it))
+        ev.append(("read", [(buf, v) for v in dq_reads(hd, NP + gw)], it))
     return ev
 
 
@@ -90,10 +99,10 @@ def warps_at(bar):
     return {"ready": 2 * NP, "ds_ready": 2 * NP, "p_group": NP, "ds_group": NP, "pair": 2}[kind]
 
 
-def run_once(rng, steps, late, ds2, pair):
+def run_once(rng, hd, steps, late, ds2, pair):
     """One random schedule; returns a list of hazard strings (empty when clean)."""
-    progs = [p_warp(w, steps, late, ds2, pair) for w in range(NP)] + \
-            [ds_warp(gw, steps, late, ds2, pair) for gw in range(NP)]
+    progs = [p_warp(hd, w, steps, late, ds2, pair) for w in range(NP)] + \
+            [ds_warp(hd, gw, steps, late, ds2, pair) for gw in range(NP)]
     pc = [0] * len(progs)
     reading = [None] * len(progs)  # (blocks, step) of a read in progress
     blocked = [None] * len(progs)  # the barrier a warp waits at
@@ -141,18 +150,22 @@ def run_once(rng, steps, late, ds2, pair):
                     blocked[j] = None
 
 
-FORMS = [  # (name, late, ds2, pair, expect a race)
-    ("main, no late dQ", 0, 0, 0, False),
-    ("main, late dQ", 1, 1, 0, False),
-    ("pairs, one dS buffer", 0, 0, 1, True),
-    ("pairs, two dS buffers", 0, 1, 1, False),
-    ("pairs, late dQ", 1, 1, 1, False),
-]
+LATE = {64: 1, 96: 1, 128: 0, 192: 0, 256: 0}  # FB_SPLIT_DQ_LATE
+
+
+def forms(hd):
+    """(name, late, ds2, pair, expect a race) for one head dim: main as it is, the pairs
+    with one dS buffer (a race unless the late dQ adds the second), and the pairs as the
+    s45 patch builds them (two buffers)."""
+    late = LATE[hd]
+    return [("main", late, late, 0, False),
+            ("pairs, one dS buffer", late, late, 1, not late),
+            ("pairs, two dS buffers", late, 1, 1, False)]
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=3000)
+    ap.add_argument("--runs", type=int, default=2000)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
@@ -160,18 +173,20 @@ def main():
     rng = random.Random(seed)
     print(f"seed {seed}, {args.runs} schedules of {args.steps} steps per form")
     ok = True
-    for name, late, ds2, pair, racy in FORMS:
-        found = 0
-        first = None
-        for _ in range(args.runs):
-            h = run_once(rng, args.steps, late, ds2, pair)
-            if h:
-                found += 1
-                first = first or h[0]
-        verdict = "as expected" if bool(found) == racy else "UNEXPECTED"
-        ok &= bool(found) == racy
-        print(f"  {name:24s} LATE {late} DS2 {ds2} PAIR {pair}: {found} of {args.runs} schedules "
-              f"with a hazard ({verdict})" + (f"; first: {first}" if first else ""))
+    for hd in sorted(LATE):
+        for name, late, ds2, pair, racy in forms(hd):
+            if name.startswith("pairs, one") and late:
+                continue  # the late dQ has two buffers already: the same form as the next
+            found, first = 0, None
+            for _ in range(args.runs):
+                h = run_once(rng, hd, args.steps, late, ds2, pair)
+                if h:
+                    found += 1
+                    first = first or h[0]
+            verdict = "as expected" if bool(found) == racy else "UNEXPECTED"
+            ok &= bool(found) == racy
+            print(f"  hd{hd:<3d} {name:22s} LATE {late} DS2 {ds2} PAIR {pair}: {found} of {args.runs} "
+                  f"schedules with a hazard ({verdict})" + (f"; first: {first}" if first else ""))
     return 0 if ok else 1
 
 
