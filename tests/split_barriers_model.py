@@ -54,6 +54,11 @@ def dq_reads(hd, warp):
     return [v for v in range(NP) if v % 2 == half]
 
 
+def ds_buffer(step, ds2):
+    """The dS buffer step `step` writes: it % 2 with two buffers, else the one."""
+    return ("dS", step % 2 if ds2 else 0)
+
+
 def p_warp(hd, w, steps, late, ds2, pair):
     ev = []
     ready = ("pair", w) if pair else ("ready",)
@@ -64,17 +69,16 @@ def p_warp(hd, w, steps, late, ds2, pair):
         ev.append(("arrive", ready))
         ev.append(("sync", ("p_group",)))
         ev.append(("read", [("P", v) for v in kv_reads(hd, w)], it))
-        buf = lambda s: ("dS", s % 2 if ds2 else 0)
         if late:
             if it > 0:
-                ev.append(("read", [(buf(it - 1), v) for v in dq_reads(hd, w)], it - 1))
+                ev.append(("read", [(ds_buffer(it - 1, ds2), v) for v in dq_reads(hd, w)], it - 1))
         else:
             ev.append(("sync", ("ds_ready",)))
-            ev.append(("read", [(buf(it), v) for v in dq_reads(hd, w)], it))
+            ev.append(("read", [(ds_buffer(it, ds2), v) for v in dq_reads(hd, w)], it))
     if late:
         ev.append(("sync", ("ds_ready",)))
         last = steps - 1
-        ev.append(("read", [(("dS", last % 2 if ds2 else 0), v) for v in dq_reads(hd, w)], last))
+        ev.append(("read", [(ds_buffer(last, ds2), v) for v in dq_reads(hd, w)], last))
     return ev
 
 
@@ -82,7 +86,7 @@ def ds_warp(hd, gw, steps, late, ds2, pair):
     ev = []
     ready = ("pair", gw) if pair else ("ready",)
     for it in range(steps):
-        buf = ("dS", it % 2 if ds2 else 0)
+        buf = ds_buffer(it, ds2)
         ev.append(("sync", ready))
         ev.append(("read", [("P", gw)], it))
         ev.append(("write", (buf, gw), it))
