@@ -12,7 +12,8 @@ change to the kernel's barriers should change this file too.
 
 Forms, per head dim (LATE: the P warps' dQ a step late, hd64/hd96; DS2: two dS buffers;
 PAIR: P warp w and dS warp w + 4 meet at a barrier of their own instead of all eight at
-BAR_P_READY, docs/unlanded/s45-pair-ready.patch):
+BAR_P_READY; the forty-fifth session's patch, measured and removed in the forty-sixth:
+`git show 5ad0beb:docs/unlanded/s45-pair-ready.patch`):
   main                    LATE as configured, DS2 = LATE, PAIR 0    expected clean
   pairs, one dS buffer    LATE 0 (hd128/192/256), DS2 0, PAIR 1     expected to race
   pairs, two dS buffers   LATE as configured, DS2 1, PAIR 1         expected clean
