@@ -27,9 +27,10 @@ uint8 tensor from PyTorch's caching allocator (plain device memory, the tables o
 before the thirty-fifth). The peers allocate their own scratch through PyTorch.
 
 Each row ends with the board's temperature when its timings start (nvidia-smi; "-" where
-none answers). flashbwd runs at the board's power cap, so its clock may depend on how warm
-the board is, and a point late in a long table has read lower than the same point run alone
-(docs/performance.md, forty-fifth section: why is still open).
+none answers). flashbwd runs at the board's power cap. Points late in a long table have read
+lower than the same points run alone (docs/performance.md, forty-fifth section). On the
+forty-sixth session's H200 they did not, and 39-67 C made no difference, so the cause is
+still open.
 """
 import argparse
 import ctypes
