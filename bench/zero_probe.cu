@@ -48,16 +48,15 @@ __global__ void read_sum(const uint4 *src, size_t n4, float *sink)
     sink[blockIdx.x * blockDim.x + threadIdx.x] = (float)acc;
 }
 
-__global__ void read_and_store(const uint4 *src, size_t n4, float4 *z, size_t z4, float *sink)
+/* read_sum and zero_store in one loop over the same n4 chunks, as the preprocess does. */
+__global__ void read_and_store(const uint4 *src, float4 *z, size_t n4, float *sink)
 {
     unsigned acc = 0;
     const size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x, step = (size_t)gridDim.x * blockDim.x;
-    for (size_t i = t; i < n4 || i < z4; i += step) {
-        if (i < n4) {
-            const uint4 v = src[i];
-            acc ^= v.x ^ v.y ^ v.z ^ v.w;
-        }
-        if (i < z4) z[i] = make_float4(0, 0, 0, 0);
+    for (size_t i = t; i < n4; i += step) {
+        const uint4 v = src[i];
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+        z[i] = make_float4(0, 0, 0, 0);
     }
     sink[t] = (float)acc;
 }
@@ -136,7 +135,7 @@ int main()
             CUDA_CHECK(cudaGetLastError());
         });
         const float both = median_us(s, [&] {
-            read_and_store<<<blocks, threads, 0, s>>>(static_cast<const uint4 *>(src), n4,
+            read_and_store<<<blocks, threads, 0, s>>>(static_cast<const uint4 *>(src),
                                                       static_cast<float4 *>(z), n4, sink);
             CUDA_CHECK(cudaGetLastError());
         });
