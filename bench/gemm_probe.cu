@@ -14,8 +14,8 @@
  * have a lower ceiling than that; this measures it, shape by shape and as the step's mix.
  * Cases (each prints TFLOP/s and mma per SM-clock, the latter clock-independent, since the
  * board may run below its boost clock at its power cap):
- *   regs    register operands: at 4 CTAs an SM (32 warps, mma_peak's setup: the issue's
- *           ceiling) and at 1 (8 warps, the kernel's occupancy)
+ *   regs    register operands (random data, loaded once): at 4 CTAs an SM (32 warps,
+ *           mma_peak's setup: the issue's ceiling) and at 1 (8 warps, the kernel's occupancy)
  *   S       S = Q·Kᵀ / dP = dO·Vᵀ, SplitLayoutS (32 x 64 a warp), depth 128, every warp;
  *           also with two CTAs an SM (16 warps), which the kernel's registers do not allow
  *   dV      dV = Pᵀ·dO / dK = dSᵀ·Q, SplitLayoutKV (64 x 64), depth 64, both .trans
@@ -179,7 +179,11 @@ __global__ void __launch_bounds__(256, MINB)
     uint32_t xs = 0;
 
     if constexpr (CASE == REGS) {
-        uint32_t a[4] = {(uint32_t)tid, tid * 3u, tid * 5u, tid * 7u}, b0 = tid * 11u, b1 = tid * 13u;
+        /* operands from the random input, as the other cases have them: fixed bit patterns
+         * (tid * 3 and the like, before the fifty-second session) are tiny bf16 values that
+         * draw far less power than data does */
+        const uint32_t *in = reinterpret_cast<const uint32_t *>(init) + tid * 6; /* 6 KB */
+        uint32_t a[4] = {in[0], in[1], in[2], in[3]}, b0 = in[4], b1 = in[5];
         float c[8][4] = {};
         for (int it = 0; it < iters; ++it)
 #pragma unroll
