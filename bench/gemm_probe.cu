@@ -15,7 +15,9 @@
  * Cases (each prints TFLOP/s and mma per SM-clock, the latter clock-independent, since the
  * board may run below its boost clock at its power cap):
  *   regs    register operands (random data, loaded once): at 4 CTAs an SM (32 warps,
- *           mma_peak's setup: the issue's ceiling) and at 1 (8 warps, the kernel's occupancy)
+ *           mma_peak's setup: the issue's ceiling) and at 1 (8 warps, the kernel's occupancy);
+ *           at 4 CTAs the per-CTA clock64 count reads ~40% below the board's reported clock
+ *           (fifty-second session), so read that line's TFLOP/s, not its mma per clock
  *   S       S = Q·Kᵀ / dP = dO·Vᵀ, SplitLayoutS (32 x 64 a warp), depth 128, every warp;
  *           also with two CTAs an SM (16 warps), which the kernel's registers do not allow
  *   dV      dV = Pᵀ·dO / dK = dSᵀ·Q, SplitLayoutKV (64 x 64), depth 64, both .trans
