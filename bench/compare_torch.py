@@ -45,6 +45,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from triton.testing import do_bench
 
+from targets import targets_line
+
 
 class Problem(ctypes.Structure):
     _fields_ = [
@@ -258,6 +260,7 @@ def main():
                 del q, k, v, do, o, lse, dq, dk, dv, ws
                 torch.cuda.empty_cache()
     print("JSON " + json.dumps(rows))
+    print(targets_line(rows), flush=True)
     bad = [r_ for r_ in rows if max(r_["err"]) > (1e-2 if dtype == torch.bfloat16 else 3e-3) * 2]
     if bad:
         print(f"GRADIENT MISMATCH vs torch flash in {len(bad)} rows", flush=True)
