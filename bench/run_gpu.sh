@@ -1,7 +1,8 @@
 #!/bin/bash
 # run_gpu.sh — everything that needs the GPU, in one call on the device machine:
-#   bench/run_gpu.sh [steps]   steps: any of sass tests sanitize demo bench ab torch
-#                              (default: all but ab, which needs variants/ built and carried)
+#   bench/run_gpu.sh [steps]   steps: any of sass tests sanitize demo bench ab torch table
+#                              (default: all but ab, which needs variants/ built and carried,
+#                              and table)
 # Runs from the repository root with the build/ folder carried from the build machine
 # (tests and tools find libflashbwd.so and libcmocka.so.0 through $ORIGIN rpaths). Logs go
 # to $OUT (or /tmp/flashbwd-out), packed at the end into $OUT/run_gpu.tgz (the device tool
@@ -10,6 +11,7 @@ set -u
 OUT=${OUT:-/tmp/flashbwd-out}
 mkdir -p "$OUT"
 B=${BUILD:-build}
+here=$(dirname "$0")  # bench/, for the Python scripts beside this one
 STEPS=${*:-sass tests sanitize demo bench torch}
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -123,15 +125,35 @@ if has ab; then
 fi
 
 if has torch; then
-  PYTHONUNBUFFERED=1 python3 bench/compare_torch.py --lib "$B/libflashbwd.so" ${TORCH_ARGS:-} \
+  PYTHONUNBUFFERED=1 python3 "$here/compare_torch.py" --lib "$B/libflashbwd.so" ${TORCH_ARGS:-} \
     > "$OUT/torch.log" 2>&1
   note "compare_torch rc=$?"
   grep -v '^JSON' "$OUT/torch.log" | tail -40
 fi
 
+if has table; then
+  # Issue 6's reading (docs/performance.md, "Where issue 6 stands"): the whole grid beside
+  # PyTorch's backends in both dtypes, FlexAttention at hd128, then the SM clock and power of
+  # flashbwd, FA2 and cuDNN at hd128 non-causal 16k. About 250 s on an H200.
+  grid="--dims 64,128,256 --seqlens 512,1024,2048,4096,8192,16384 --causal 0,1"
+  for dt in bf16 fp16; do
+    PYTHONUNBUFFERED=1 timeout 200 python3 "$here/compare_torch.py" --lib "$B/libflashbwd.so" $grid \
+      --dtype $dt > "$OUT/table_$dt.log" 2>&1
+    note "table $dt rc=$?: $(grep '^targets:' "$OUT/table_$dt.log")"
+  done
+  PYTHONUNBUFFERED=1 timeout 200 python3 "$here/compare_torch.py" --lib "$B/libflashbwd.so" --dims 128 \
+    --seqlens 512,1024,2048,4096,8192,16384 --causal 0,1 --dtype bf16 --flex > "$OUT/flex.log" 2>&1
+  note "flex hd128 bf16 rc=$?: $(grep '^targets:' "$OUT/flex.log")"
+  timeout 120 python3 "$here/clocks.py" --lib "$B/libflashbwd.so" --dim 128 --seqlen 16384 --causal 0 \
+    --seconds 4 --backends flashbwd,flash,cudnn > "$OUT/clocks.log" 2>&1
+  note "clocks hd128 16k rc=$?"
+  grep -v '^JSON' "$OUT"/table_*.log "$OUT/flex.log"
+  cat "$OUT/clocks.log"
+fi
+
 if [ "${RUN_GPU_TAR:-1}" = 1 ]; then
   logs=$(cd "$OUT" && ls gpu.txt sass.txt tests*.log sanitize.log demo.log bench.log ab.log \
-    torch.log 2>/dev/null)
+    torch.log table_*.log flex.log clocks.log 2>/dev/null)
   [ -n "$logs" ] && (cd "$OUT" && tar -czf run_gpu.tgz $logs && rm -f $logs)
 fi
 echo; echo "===== summary"; printf '%s\n' "${summary[@]}"
