@@ -147,7 +147,7 @@ if has table; then
   timeout 120 python3 "$here/clocks.py" --lib "$B/libflashbwd.so" --dim 128 --seqlen 16384 --causal 0 \
     --seconds 4 --backends flashbwd,flash,cudnn > "$OUT/clocks.log" 2>&1
   note "clocks hd128 16k rc=$?"
-  grep -v '^JSON' "$OUT"/table_*.log "$OUT/flex.log"
+  grep -hv '^JSON' "$OUT"/table_*.log "$OUT/flex.log"  # the summary below ends the output
   cat "$OUT/clocks.log"
 fi
 
