@@ -36,7 +36,7 @@ def targets_line(rows):
 
 def main(paths):
     if not paths:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        print("usage: python3 bench/targets.py LOG [LOG ...]", file=sys.stderr)
         return 2
     status = 0
     for path in paths:
